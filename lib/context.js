@@ -1,0 +1,121 @@
+'use strict';
+// Following the work: which label set is current, and keeping this thread's
+// custom_labels_current_set equal to it whenever JavaScript runs.
+//
+// The current set is the store of a private AsyncLocalStorage.  `installed`
+// mirrors what the thread's slot holds.  Hooks at every async boundary
+// compare the two by identity and write the slot only when they differ, so
+// an async hop whose set did not change costs a comparison and no native
+// call; one whose set changed costs one 8-byte store.
+
+const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const v8 = require('node:v8');
+const { slot } = require('./native');
+const { EMPTY } = require('./labelset');
+
+const storage = new AsyncLocalStorage();
+
+// The LabelSet whose address is in the slot; undefined while it holds NULL
+// because no set was ever installed.
+let installed;
+
+// What `before` replaced, so that `after` can put it back.  Callbacks nest
+// strictly, so a stack is enough.
+const saved = [];
+let depth = 0;
+
+function install(set) {
+  installed = set;
+  slot[0] = set === undefined ? 0 : set.word;
+}
+
+function before() {
+  const set = storage.getStore();
+  saved[depth++] = installed;
+  if (set !== installed) install(set);
+}
+
+function after() {
+  // A hook enabled inside a callback sees that callback's `after` only.
+  if (depth === 0) return;
+  const previous = saved[--depth];
+  saved[depth] = undefined; // do not keep the set's chunk alive
+  if (previous !== installed) install(previous);
+}
+
+// How the hooks are attached depends on the Node version, chosen once:
+// - With AsyncContextFrame (default from Node 24, opt-in on 22), V8 keeps the
+//   context of promise reactions itself and v8.promiseHooks see it, so
+//   promises go through v8.promiseHooks, and async_hooks, told not to track
+//   promises where it can be, covers callbacks (timers, I/O, nextTick...).
+// - Otherwise AsyncLocalStorage itself runs on async_hooks, and one
+//   createHook covers promises and callbacks alike.
+let mechanism = null;
+
+function usesAsyncContextFrame() {
+  // Resource-based AsyncLocalStorage stores its value on the current async
+  // resource; the frame-based one does not touch it.
+  const probe = new AsyncLocalStorage();
+  const resource = executionAsyncResource();
+  const count = () => Object.getOwnPropertySymbols(resource).length;
+  const outside = count();
+  const inside = probe.run(true, count);
+  probe.disable();
+  return inside === outside;
+}
+
+function canSkipPromises() {
+  let tracked = false;
+  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
+  probe.enable();
+  Promise.resolve();
+  probe.disable();
+  return !tracked;
+}
+
+function enable() {
+  if (usesAsyncContextFrame() && canSkipPromises()) {
+    createHook({ before, after, trackPromises: false }).enable();
+    v8.promiseHooks.onBefore(before);
+    v8.promiseHooks.onAfter(after);
+    mechanism = 'async_hooks (callbacks) + v8.promiseHooks (promises)';
+  } else {
+    createHook({ before, after }).enable();
+    mechanism = 'async_hooks';
+  }
+}
+
+function runInstalled(set, fn) {
+  const previous = installed;
+  if (set !== previous) install(set);
+  try {
+    return fn();
+  } finally {
+    if (installed !== previous) install(previous);
+  }
+}
+
+// Runs fn with `set` current, synchronously and in the async work it starts.
+function run(set, fn) {
+  if (mechanism === null) enable();
+  return storage.run(set, runInstalled, set, fn);
+}
+
+// Makes `set` current for the rest of this synchronous execution and the
+// async work it starts.
+function enter(set) {
+  if (mechanism === null) enable();
+  storage.enterWith(set);
+  if (set !== installed) install(set);
+}
+
+function current() {
+  const set = storage.getStore();
+  return set === undefined ? EMPTY : set;
+}
+
+function state() {
+  return { mechanism, installed, depth };
+}
+
+module.exports = { run, enter, current, state };

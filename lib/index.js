@@ -1,0 +1,49 @@
+'use strict';
+// customlabels: labels that external profilers read from each thread through
+// the Custom Label ABI v1, following the work across async boundaries.
+
+const native = require('./native');
+const { LIMITS, derive } = require('./labelset');
+const context = require('./context');
+
+function checkFunction(fn, who) {
+  if (typeof fn !== 'function') {
+    throw new TypeError(`${who}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
+  }
+}
+
+/**
+ * Runs fn() with `labels` added to the current labels, and keeps them for
+ * all async work that fn starts.  Returns what fn returns.
+ */
+function withLabels(labels, fn) {
+  checkFunction(fn, 'withLabels');
+  const parent = context.current();
+  const set = derive(parent, labels, 'withLabels');
+  return context.run(set, fn);
+}
+
+/**
+ * Adds `labels` to the current labels for the rest of the current
+ * synchronous execution and the async work it starts.
+ */
+function enterLabels(labels) {
+  context.enter(derive(context.current(), labels, 'enterLabels'));
+}
+
+/** The current labels, as a new plain object. */
+function getLabels() {
+  const set = context.current();
+  const result = {};
+  for (let i = 0; i < set.keys.length; i++) result[set.keys[i]] = set.values[i];
+  return result;
+}
+
+module.exports = {
+  withLabels,
+  enterLabels,
+  getLabels,
+  supported: native.binding !== null,
+  unsupportedReason: native.reason,
+  limits: LIMITS,
+};

@@ -1,0 +1,39 @@
+'use strict';
+// The native side, if this platform has one: the thread's ABI slot and the
+// arena that label sets are written into.  Everything here is per thread:
+// each worker loads its own copy of this module and gets its own binding
+// instance, slot and arena.
+
+const LAYOUT = {
+  pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
+};
+
+function load() {
+  if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
+    return { binding: null, reason: `the Custom Label ABI needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}` };
+  }
+  let binding;
+  try {
+    binding = require('../build/Release/customlabels.node');
+  } catch (err) {
+    return { binding: null, reason: `the native addon did not load: ${err.message}` };
+  }
+  for (const [name, value] of Object.entries(LAYOUT)) {
+    if (binding.layout[name] !== value) {
+      return { binding: null, reason: `unexpected ABI layout: ${name} is ${binding.layout[name]}, not ${value}` };
+    }
+  }
+  return { binding, reason: null };
+}
+
+const { binding, reason } = load();
+
+// Writing slot[0] is how a set is published: one aligned 8-byte store of the
+// set's address into this thread's custom_labels_current_set, with no native
+// call.  The address travels as the double whose bits equal it (a subnormal
+// number for any user-space address), so a Float64Array store copies exactly
+// those 8 bytes.  Where there is no addon, the slot is ordinary memory.
+const slot = new Float64Array(binding ? binding.slot() : new ArrayBuffer(8));
+
+module.exports = { binding, reason, slot, LAYOUT };
