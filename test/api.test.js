@@ -1,0 +1,201 @@
+'use strict';
+const assert = require('node:assert/strict');
+const { withLabels, getLabels, enterLabels, supported, limits } = require('..');
+const { LAYOUT } = require('../lib/native');
+const context = require('../lib/context');
+const tls = require('./helpers/tls');
+
+// Decodes the installed set's raw bytes as they sit in the arena: what is
+// published, field by field, including what the ABI's reading rules would
+// hide (holes, duplicates).
+function rawInstalled() {
+  const set = context.state().installed;
+  assert.ok(set && set.chunk, 'a set is installed');
+  assert.equal(tls.address(), set.address, 'the TLS slot holds the installed set');
+  const { bytes } = set.chunk;
+  const base = set.chunk.base;
+  const at = (address) => address - base;
+  const u64 = (address) => Number(bytes.readBigUInt64LE(at(address)));
+  const storage = u64(set.address + LAYOUT.setStorage);
+  const count = u64(set.address + LAYOUT.setCount);
+  const capacity = u64(set.address + LAYOUT.setCapacity);
+  const entries = [];
+  for (let i = 0; i < count; i++) {
+    const e = storage + i * LAYOUT.labelSize;
+    const keyLen = u64(e), keyBuf = u64(e + 8), valueLen = u64(e + 16), valueBuf = u64(e + 24);
+    entries.push({
+      keyBuf, valueBuf,
+      key: bytes.subarray(at(keyBuf), at(keyBuf) + keyLen),
+      value: bytes.subarray(at(valueBuf), at(valueBuf) + valueLen),
+    });
+  }
+  return { address: set.address, storage, count, capacity, entries };
+}
+
+describe('withLabels: what the thread publishes', () => {
+  it('exports the ABI on this platform', () => {
+    assert.equal(supported, true);
+    assert.equal(tls.binding.layout.abiVersion, 1);
+  });
+
+  it('publishes NULL outside every withLabels', () => {
+    assert.equal(tls.published(), null);
+    assert.deepEqual(getLabels(), {});
+  });
+
+  it('publishes the labels while fn runs and NULL again afterwards', () => {
+    const inside = withLabels({ route: '/checkout', user: '42' }, () => ({ tls: tls.published(), js: getLabels() }));
+    assert.deepEqual(inside.tls, { route: '/checkout', user: '42' });
+    assert.deepEqual(inside.js, { route: '/checkout', user: '42' });
+    assert.equal(tls.published(), null);
+  });
+
+  it('returns what fn returns, and the very same promise', () => {
+    assert.equal(withLabels({ a: 'b' }, () => 7), 7);
+    const p = Promise.resolve(1);
+    assert.equal(withLabels({ a: 'b' }, () => p), p);
+  });
+
+  it('calls fn with no arguments', () => {
+    withLabels({ a: 'b' }, function (...args) { assert.equal(args.length, 0); });
+  });
+
+  it('converts numbers, booleans and bigints with String()', () => {
+    const seen = withLabels({ n: 4.5, z: -0, t: true, f: false, big: 12345678901234567890n, nan: NaN }, tls.published);
+    assert.deepEqual(seen, { n: '4.5', z: '0', t: 'true', f: 'false', big: '12345678901234567890', nan: 'NaN' });
+  });
+
+  it('inherits the enclosing labels; later keys override; null and undefined remove', () => {
+    withLabels({ route: '/a', user: '1', tenant: 't' }, () => {
+      withLabels({ user: 2, tenant: null, extra: 'x' }, () => {
+        assert.deepEqual(tls.published(), { route: '/a', user: '2', extra: 'x' });
+        withLabels({ route: undefined, user: undefined, extra: undefined }, () => {
+          assert.equal(tls.published(), null, 'an empty set publishes NULL');
+          assert.deepEqual(getLabels(), {});
+        });
+        assert.deepEqual(tls.published(), { route: '/a', user: '2', extra: 'x' });
+      });
+      assert.deepEqual(tls.published(), { route: '/a', user: '1', tenant: 't' });
+    });
+    assert.equal(tls.published(), null);
+  });
+
+  it('keeps the enclosing set when nothing changes', () => {
+    withLabels({ a: '1' }, () => {
+      const outer = tls.address();
+      withLabels({}, () => assert.equal(tls.address(), outer));
+      withLabels({ a: '1' }, () => assert.equal(tls.address(), outer));
+      withLabels({ a: 1 }, () => assert.equal(tls.address(), outer));
+    });
+  });
+
+  it('restores the previous set when fn throws', () => {
+    withLabels({ outer: 'yes' }, () => {
+      const before = tls.address();
+      assert.throws(() => withLabels({ inner: 'yes' }, () => { throw new Error('boom'); }), /boom/);
+      assert.equal(tls.address(), before);
+      assert.deepEqual(tls.published(), { outer: 'yes' });
+    });
+    assert.equal(tls.published(), null);
+  });
+
+  it('publishes a compact set: count entries, capacity = count, unique non-NULL keys', () => {
+    withLabels({ a: '1', b: '2', c: '3' }, () => {
+      withLabels({ b: null, a: 'override', d: '' }, () => {
+        const raw = rawInstalled();
+        assert.equal(raw.storage, raw.address + LAYOUT.setSize, 'entries follow the header');
+        assert.equal(raw.count, 3);
+        assert.equal(raw.capacity, 3);
+        const keys = raw.entries.map((e) => e.key.toString());
+        assert.deepEqual(keys, ['a', 'c', 'd'], 'the override stays in place, the removed key leaves no hole');
+        for (const e of raw.entries) {
+          assert.notEqual(e.keyBuf, 0);
+          assert.notEqual(e.valueBuf, 0, 'a value buf is never NULL, even when empty');
+        }
+        assert.equal(raw.entries[2].value.length, 0);
+        assert.equal(new Set(keys).size, keys.length);
+        assert.equal(raw.address % 8, 0, 'sets are 8-byte aligned');
+      });
+    });
+  });
+
+  it('uses 24 + 32n bytes plus the key and value bytes per set, rounded to 8', () => {
+    const sizes = [];
+    for (let i = 0; i < 3; i++) {
+      withLabels({ k: `v${i}`, key2: 'value2' }, () => sizes.push(context.state().installed.address));
+    }
+    // Consecutive sets of one chunk are adjacent.
+    const expected = (24 + 32 * 2 + 1 + 2 + 4 + 6 + 7) & ~7;
+    assert.equal(sizes[1] - sizes[0], expected);
+    assert.equal(sizes[2] - sizes[1], expected);
+  });
+
+  it('encodes keys and values as UTF-8', () => {
+    withLabels({ 'clé': 'café ☕', '名前': '🚀x' }, () => {
+      assert.deepEqual(tls.published(), { 'clé': 'café ☕', '名前': '🚀x' });
+      const raw = rawInstalled();
+      assert.equal(raw.entries[0].key.length, 4);
+      assert.equal(raw.entries[1].value.length, 5);
+    });
+  });
+
+  it('writes a lone surrogate in a value as U+FFFD', () => {
+    withLabels({ v: 'a\ud800b' }, () => {
+      assert.deepEqual([...rawInstalled().entries[0].value], [0x61, 0xef, 0xbf, 0xbd, 0x62]);
+    });
+  });
+
+  it('getLabels returns a new object each time', () => {
+    withLabels({ a: '1' }, () => {
+      const one = getLabels();
+      one.a = 'changed';
+      assert.deepEqual(getLabels(), { a: '1' });
+      assert.deepEqual(tls.published(), { a: '1' });
+    });
+  });
+
+  it('does not see later changes to the labels object', () => {
+    const labels = { a: '1' };
+    withLabels(labels, () => {
+      labels.a = '2';
+      assert.deepEqual(tls.published(), { a: '1' });
+      withLabels(labels, () => assert.deepEqual(tls.published(), { a: '2' }));
+    });
+  });
+
+  it('accepts the documented limits exactly', () => {
+    const labels = {};
+    for (let i = 0; i < limits.maxLabels; i++) labels[`k${i}`.padEnd(limits.maxKeyBytes, 'k')] = 'v'.repeat(limits.maxValueBytes);
+    withLabels(labels, () => assert.deepEqual(tls.published(), labels));
+  });
+
+  it('accepts objects with a null prototype', () => {
+    const labels = Object.create(null);
+    labels.a = 'b';
+    withLabels(labels, () => assert.deepEqual(tls.published(), { a: 'b' }));
+  });
+});
+
+describe('enterLabels', () => {
+  it('holds for the rest of the synchronous execution and its async work', async () => {
+    const result = await new Promise((resolve) => {
+      setImmediate(() => {
+        withLabels({ outer: '1' }, () => {
+          enterLabels({ entered: 'yes' });
+          const now = tls.published();
+          setTimeout(() => resolve({ now, later: tls.published() }), 1);
+        });
+      });
+    });
+    assert.deepEqual(result.now, { outer: '1', entered: 'yes' });
+    assert.deepEqual(result.later, { outer: '1', entered: 'yes' });
+  });
+
+  it('ends with the callback that called it', async () => {
+    const seenAfter = await new Promise((resolve) => {
+      setImmediate(() => enterLabels({ entered: 'yes' }));
+      setImmediate(() => resolve(tls.published()));
+    });
+    assert.equal(seenAfter, null);
+  });
+});

@@ -1,0 +1,102 @@
+'use strict';
+const assert = require('node:assert/strict');
+const { withLabels, enterLabels, getLabels, limits } = require('..');
+const tls = require('./helpers/tls');
+
+// Runs `attempt` inside a labeled context and checks that it throws `type`
+// with a message matching `message`, that fn never ran, and that the
+// published set and the JavaScript labels are exactly as before.
+function rejects(attempt, type, message) {
+  withLabels({ outer: 'kept' }, () => {
+    const address = tls.address();
+    let ran = false;
+    assert.throws(() => attempt(() => { ran = true; }), (err) => {
+      assert.ok(err instanceof type, `expected ${type.name}, got ${err && err.name}: ${err && err.message}`);
+      assert.match(err.message, message);
+      return true;
+    });
+    assert.equal(ran, false, 'fn must not run');
+    assert.equal(tls.address(), address, 'the published set is untouched');
+    assert.deepEqual(getLabels(), { outer: 'kept' });
+  });
+  assert.equal(tls.published(), null);
+}
+
+class Labels { constructor() { this.a = 'b'; } }
+
+describe('bad input', () => {
+  for (const [name, labels] of [
+    ['undefined', undefined], ['null', null], ['a number', 42], ['a string', 'route=/a'],
+    ['an array', [['a', 'b']]], ['a Map', new Map([['a', 'b']])], ['a class instance', new Labels()],
+    ['an object with a prototype', Object.create({ a: 'b' })], ['a function', () => {}],
+  ]) {
+    it(`withLabels rejects ${name} as labels with a TypeError naming labels`, () => {
+      rejects((fn) => withLabels(labels, fn), TypeError, /withLabels: labels must be a plain object/);
+    });
+  }
+
+  for (const [name, fn] of [['undefined', undefined], ['null', null], ['an object', {}], ['a string', 'f']]) {
+    it(`withLabels rejects ${name} as fn with a TypeError naming fn`, () => {
+      rejects(() => withLabels({ a: 'b' }, fn), TypeError, /withLabels: fn must be a function/);
+    });
+  }
+
+  for (const [name, value] of [
+    ['an object', {}], ['an array', ['x']], ['a function', () => 'x'], ['a symbol', Symbol('x')], ['a Date', new Date(0)],
+  ]) {
+    it(`rejects ${name} as a value with a TypeError naming the key`, () => {
+      rejects((fn) => withLabels({ good: 'ok', bad: value }, fn), TypeError, /labels\["bad"\] must be a string, number, boolean, bigint, null or undefined/);
+    });
+  }
+
+  it('rejects symbol keys', () => {
+    rejects((fn) => withLabels({ a: 'b', [Symbol('k')]: 'v' }, fn), TypeError, /symbol key/);
+  });
+
+  it('rejects a key with a lone surrogate', () => {
+    rejects((fn) => withLabels({ 'k\udc00': 'v' }, fn), TypeError, /not well-formed/);
+  });
+
+  it(`rejects more than ${limits.maxLabels} labels with a RangeError`, () => {
+    const labels = {};
+    for (let i = 0; i <= limits.maxLabels; i++) labels[`k${i}`] = 'v';
+    rejects((fn) => withLabels(labels, fn), RangeError, /at most 10 labels; this one would hold 12/);
+  });
+
+  it('counts inherited labels against the limit', () => {
+    const labels = {};
+    for (let i = 0; i < limits.maxLabels - 1; i++) labels[`k${i}`] = 'v';
+    withLabels(labels, () => {
+      assert.throws(() => withLabels({ one: '1', two: '2' }, () => {}), RangeError);
+      // Removing one makes room.
+      withLabels({ k0: null, one: '1', two: '2' }, () => assert.equal(Object.keys(tls.published()).length, 10));
+    });
+  });
+
+  it(`rejects keys over ${limits.maxKeyBytes} bytes, counted in UTF-8`, () => {
+    rejects((fn) => withLabels({ ['k'.repeat(limits.maxKeyBytes + 1)]: 'v' }, fn), RangeError, /keys must be 1 to 25 bytes/);
+    rejects((fn) => withLabels({ ['é'.repeat(13)]: 'v' }, fn), RangeError, /is 26 bytes/);
+  });
+
+  it('rejects an empty key', () => {
+    rejects((fn) => withLabels({ '': 'v' }, fn), RangeError, /keys must be 1 to 25 bytes/);
+  });
+
+  it(`rejects values over ${limits.maxValueBytes} bytes, counted in UTF-8`, () => {
+    rejects((fn) => withLabels({ k: 'v'.repeat(limits.maxValueBytes + 1) }, fn), RangeError, /value of label "k" .* the limit is 53/);
+    rejects((fn) => withLabels({ k: '€'.repeat(18) }, fn), RangeError, /is 54 bytes/);
+    rejects((fn) => withLabels({ k: 'x'.repeat(1e6) }, fn), RangeError, /more than 53 bytes/);
+  });
+
+  it('propagates an exception from a getter without changing anything', () => {
+    const labels = { a: 'b' };
+    Object.defineProperty(labels, 'boom', { enumerable: true, get() { throw new Error('getter failed'); } });
+    rejects((fn) => withLabels(labels, fn), Error, /getter failed/);
+  });
+
+  it('enterLabels validates the same way and changes nothing on error', () => {
+    rejects(() => enterLabels(null), TypeError, /enterLabels: labels must be a plain object/);
+    rejects(() => enterLabels({ k: {} }), TypeError, /enterLabels: labels\["k"\]/);
+    rejects(() => enterLabels({ k: 'v'.repeat(54) }), RangeError, /enterLabels: /);
+  });
+});
