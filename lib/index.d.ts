@@ -1,0 +1,41 @@
+/** A label value; numbers, booleans and bigints are converted with String(). */
+export type LabelValue = string | number | boolean | bigint;
+
+/**
+ * Labels to add to the enclosing set.  A key whose value is null or
+ * undefined is removed from the set inherited from the enclosing context.
+ */
+export type Labels = { readonly [key: string]: LabelValue | null | undefined };
+
+/**
+ * Runs `fn` synchronously with `labels` merged over the current labels and
+ * keeps them for every async continuation `fn` starts.  Returns what `fn`
+ * returns (a promise stays that same promise).
+ * @throws {TypeError} when `labels` is not a plain object, `fn` is not a
+ *   function, or a key or value has another type.
+ * @throws {RangeError} when the set would exceed `limits`.
+ */
+export function withLabels<T>(labels: Labels, fn: () => T): T;
+
+/**
+ * Merges `labels` over the current labels for the rest of the current
+ * synchronous execution and the async work it starts, like
+ * AsyncLocalStorage.enterWith.
+ */
+export function enterLabels(labels: Labels): void;
+
+/** The current labels, as a new plain object ({} outside any labels). */
+export function getLabels(): Record<string, string>;
+
+/** True where the Custom Label ABI is exported (Linux on x86-64 or aarch64). */
+export const supported: boolean;
+
+/** Why `supported` is false; null when it is true. */
+export const unsupportedReason: string | null;
+
+/** The largest label set accepted; larger ones throw RangeError. */
+export const limits: {
+  readonly maxLabels: number;
+  readonly maxKeyBytes: number;
+  readonly maxValueBytes: number;
+};
