@@ -19,7 +19,6 @@ const LIMITS = Object.freeze({ maxLabels: 10, maxKeyBytes: 25, maxValueBytes: 53
 
 const { setSize: SET_SIZE, labelSize: LABEL_SIZE } = LAYOUT;
 const ALIGN = 8;
-const CHUNK_BYTES = 64 * 1024;
 const TWO32 = 4294967296;
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -54,8 +53,8 @@ function releaseChunk(held) {
 }
 
 class Chunk {
-  constructor(size) {
-    const [buffer, base, slot, id] = binding.chunkNew(size);
+  constructor() {
+    const [buffer, base, slot, id] = binding.chunkNew();
     this.bytes = Buffer.from(buffer);
     this.words = new Uint32Array(buffer);
     this.base = base;
@@ -64,18 +63,13 @@ class Chunk {
   }
 }
 
+// The chunk new sets go into.  Every set fits in one chunk: the limits cap a
+// set far below a chunk's size.
 let current = null;
 
-function allocate(size) {
-  let chunk = current;
-  if (chunk === null || chunk.used + size > chunk.bytes.length) {
-    chunk = new Chunk(Math.max(CHUNK_BYTES, size));
-    // A chunk made for one oversized set does not replace the current one.
-    if (size <= CHUNK_BYTES) current = chunk;
-  }
-  const offset = chunk.used;
-  chunk.used = offset + size;
-  return { chunk, offset };
+function chunkFor(size) {
+  if (current === null || current.used + size > current.bytes.length) current = new Chunk();
+  return current;
 }
 
 // ---------------------------------------------------------------------------
@@ -125,6 +119,9 @@ function quote(key) {
   return JSON.stringify(key);
 }
 
+// Byte lengths of the strings being encoded, reused by every call.
+const lengths = new Int32Array(2 * LIMITS.maxLabels);
+
 // Writes keys/values as one ABI label set and returns its LabelSet.  Checks
 // every limit before it takes any memory.
 function encode(keys, values, who) {
@@ -133,7 +130,6 @@ function encode(keys, values, who) {
   if (n > LIMITS.maxLabels) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${n}`);
   }
-  const lengths = new Array(2 * n);
   let stringBytes = 0;
   for (let i = 0; i < n; i++) {
     const k = keys[i];
@@ -156,9 +152,12 @@ function encode(keys, values, who) {
   // Without the addon the set keeps its JavaScript meaning and is never published.
   if (binding === null) return new LabelSet(keys, values, 0, 0, null);
   const size = (SET_SIZE + n * LABEL_SIZE + stringBytes + ALIGN - 1) & ~(ALIGN - 1);
-  const { chunk, offset } = allocate(size);
+  const chunk = chunkFor(size);
+  const offset = chunk.used;
+  chunk.used = offset + size;
   const words = chunk.words;
-  const address = chunk.base + offset;
+  const base = chunk.base;
+  const address = base + offset;
   // Header: storage, count, capacity.
   put64(words, offset, address + SET_SIZE);
   put64(words, offset + 8, n);
@@ -170,12 +169,12 @@ function encode(keys, values, who) {
     const vl = lengths[2 * i + 1];
     writeString(chunk, str, keys[i], kl);
     put64(words, entry, kl);
-    put64(words, entry + 8, chunk.base + str);
+    put64(words, entry + 8, base + str);
     str += kl;
     writeString(chunk, str, values[i], vl);
     put64(words, entry + 16, vl);
     // A value's buf is never NULL, even when it is empty.
-    put64(words, entry + 24, chunk.base + str);
+    put64(words, entry + 24, base + str);
     str += vl;
   }
   return new LabelSet(keys, values, wordOf(address), address, chunk);
@@ -194,15 +193,55 @@ function describe(value) {
   return `type ${typeof value}`;
 }
 
+// The last set each labels object made, with the parent it was made in and
+// the values it was made from.  A labels object used again in the same
+// parent with the same contents gets the same set, without building one.
+// Weak: the entry goes with the object.
+const made = new WeakMap();
+
+class Made {
+  constructor(parent, set, keys, values) {
+    this.parent = parent;
+    this.set = set;
+    this.keys = keys; // own enumerable keys of the labels object, in order
+    this.values = values; // their values, as given
+  }
+}
+
+// True when `labels` still has exactly the keys and values `entry` was made
+// from.  Reads each property once, as the full path would.
+function unchanged(entry, labels) {
+  const keys = entry.keys;
+  const values = entry.values;
+  let i = 0;
+  for (const key in labels) {
+    if (!hasOwn.call(labels, key)) continue;
+    if (i === keys.length || keys[i] !== key || values[i] !== labels[key]) return false;
+    i++;
+  }
+  return i === keys.length;
+}
+
 // The set that `labels` makes inside `parent`: parent's labels, overridden by
 // `labels`, with null/undefined values removing a key.  Returns `parent`
 // itself when nothing changes.  Throws TypeError/RangeError before it
 // changes anything.
 function derive(parent, labels, who) {
+  const entry = made.get(labels);
+  if (entry !== undefined && entry.parent === parent && unchanged(entry, labels) &&
+      Object.getOwnPropertySymbols(labels).length === 0) {
+    return entry.set;
+  }
+  return build(parent, labels, who);
+}
+
+function build(parent, labels, who) {
   if (!isPlainObject(labels)) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
   const base = parent === undefined ? EMPTY : parent;
+  const givenKeys = [];
+  const givenValues = [];
   let keys = null;
   let values = null;
   for (const key in labels) {
@@ -219,6 +258,8 @@ function derive(parent, labels, who) {
         }
         value = null;
     }
+    givenKeys.push(key);
+    givenValues.push(raw);
     if (keys === null) {
       keys = base.keys.slice();
       values = base.values.slice();
@@ -239,8 +280,9 @@ function derive(parent, labels, who) {
   if (Object.getOwnPropertySymbols(labels).length !== 0) {
     throw new TypeError(`${who}: labels keys must be strings; a symbol key was given`);
   }
-  if (keys === null || sameLabels(base, keys, values)) return parent;
-  return encode(keys, values, who);
+  const set = keys === null || sameLabels(base, keys, values) ? parent : encode(keys, values, who);
+  made.set(labels, new Made(parent, set, givenKeys, givenValues));
+  return set;
 }
 
 function sameLabels(set, keys, values) {

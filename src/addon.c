@@ -70,26 +70,19 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* chunkNew(size): [ArrayBuffer, base address, slot, id] of a new chunk. */
+/* chunkNew(): [ArrayBuffer, base address, slot, id] of a chunk for sets. */
 static napi_value chunk_new(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  if (get_args(env, info, 1, argv) == NULL) return NULL;
-  double size;
-  CALL(env, napi_get_value_double(env, argv[0], &size));
-  if (!(size >= 1 && size <= CL_CHUNK_MAX)) {
-    napi_throw_range_error(env, NULL, "customlabels: chunk size out of range");
-    return NULL;
-  }
+  (void)info;
   addon_state_t *state = state_of(env);
   cl_chunk_t *chunk;
-  cl_status_t status = cl_arena_chunk_new(&state->arena, (size_t)size, &chunk);
+  cl_status_t status = cl_arena_chunk_new(&state->arena, &chunk);
   if (status != CL_OK) {
     napi_throw_error(env, NULL, cl_strerror(status));
     return NULL;
   }
   napi_value buffer, result;
   /* The arena owns the memory; the ArrayBuffer is only a window onto it. */
-  if (napi_create_external_arraybuffer(env, cl_chunk_data(chunk), chunk->size,
+  if (napi_create_external_arraybuffer(env, chunk->data, CL_CHUNK_DATA_BYTES,
                                        NULL, NULL, &buffer) != napi_ok) {
     cl_arena_chunk_release(&state->arena, chunk->slot, chunk->id);
     throw_status(env, "napi_create_external_arraybuffer");
@@ -98,7 +91,7 @@ static napi_value chunk_new(napi_env env, napi_callback_info info) {
   CALL(env, napi_create_array_with_length(env, 4, &result));
   CALL(env, napi_set_element(env, result, 0, buffer));
   CALL(env, napi_set_element(env, result, 1,
-                             number(env, (double)(uintptr_t)cl_chunk_data(chunk))));
+                             number(env, (double)(uintptr_t)chunk->data)));
   CALL(env, napi_set_element(env, result, 2, number(env, chunk->slot)));
   CALL(env, napi_set_element(env, result, 3, number(env, (double)chunk->id)));
   return result;
@@ -134,7 +127,9 @@ static napi_value stats(napi_env env, napi_callback_info info) {
   napi_value result;
   CALL(env, napi_create_object(env, &result));
   if (!set_number(env, result, "liveChunks", (double)arena->live_chunks) ||
-      !set_number(env, result, "liveBytes", (double)arena->live_bytes) ||
+      !set_number(env, result, "liveBytes", (double)arena->live_chunks * CL_CHUNK_BYTES) ||
+      !set_number(env, result, "arenaBytes", (double)cl_arena_bytes(arena)) ||
+      !set_number(env, result, "spareChunks", (double)arena->nspare) ||
       !set_number(env, result, "chunksAllocated", (double)arena->chunks_allocated) ||
       !set_number(env, result, "chunksReleased", (double)arena->chunks_released))
     return NULL;
@@ -220,7 +215,7 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "stringBuf", offsetof(custom_labels_string_t, buf)) ||
       !set_number(env, result, "align", CL_ALIGN) ||
       !set_number(env, result, "chunkBytes", CL_CHUNK_BYTES) ||
-      !set_number(env, result, "chunkMax", CL_CHUNK_MAX) ||
+      !set_number(env, result, "chunkDataBytes", CL_CHUNK_DATA_BYTES) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version))
     return NULL;
   return result;

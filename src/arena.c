@@ -1,16 +1,20 @@
 /* The per-thread arena of label-set chunks.  See customlabels.h. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS under -std=c11 */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "customlabels.h"
+
+_Static_assert(sizeof(cl_chunk_t) % CL_ALIGN == 0, "chunk data must be aligned");
 
 void cl_arena_init(cl_arena_t *arena) {
   memset(arena, 0, sizeof(*arena));
   arena->next_id = 1;
 }
 
-unsigned char *cl_chunk_data(cl_chunk_t *chunk) {
-  return (unsigned char *)(chunk + 1);
+size_t cl_arena_bytes(const cl_arena_t *arena) {
+  return (arena->live_chunks + arena->nspare) * (size_t)CL_CHUNK_BYTES;
 }
 
 static cl_status_t take_slot(cl_arena_t *arena, uint32_t *out) {
@@ -30,35 +34,44 @@ static cl_status_t take_slot(cl_arena_t *arena, uint32_t *out) {
   return CL_OK;
 }
 
-cl_status_t cl_arena_chunk_new(cl_arena_t *arena, size_t size, cl_chunk_t **out) {
-  if (size == 0 || size > CL_CHUNK_MAX) return CL_EINVAL;
-  size = (size + CL_ALIGN - 1) & ~(size_t)(CL_ALIGN - 1);
+static cl_chunk_t *map_chunk(void) {
+  /* A mapping of its own, so that giving it back returns the memory. */
+  void *p = mmap(NULL, CL_CHUNK_BYTES, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+cl_status_t cl_arena_chunk_new(cl_arena_t *arena, cl_chunk_t **out) {
   uint32_t slot;
   cl_status_t status = take_slot(arena, &slot);
   if (status != CL_OK) return status;
   /*
    * Owner: the arena, through arena->slots[slot], until
-   * cl_arena_chunk_release() or cl_arena_destroy() frees it.  calloc keeps
-   * unused bytes zero so nothing stale is ever reachable from a set.
+   * cl_arena_chunk_release() moves it to the spares or unmaps it, or
+   * cl_arena_destroy() unmaps it.  A reused chunk is zeroed so nothing stale
+   * is reachable from a new set.
    */
-  cl_chunk_t *chunk = calloc(1, sizeof(cl_chunk_t) + size);
-  if (chunk == NULL) return CL_ENOMEM;
+  cl_chunk_t *chunk;
+  if (arena->nspare > 0) {
+    chunk = arena->spare[--arena->nspare];
+    memset(chunk->data, 0, CL_CHUNK_DATA_BYTES);
+  } else {
+    chunk = map_chunk();
+    if (chunk == NULL) return CL_ENOMEM;
+  }
   chunk->id = arena->next_id++;
-  chunk->size = size;
   chunk->slot = slot;
   arena->slots[slot] = chunk;
   arena->free_hint = slot + 1;
   arena->live_chunks++;
-  arena->live_bytes += size;
   arena->chunks_allocated++;
   *out = chunk;
   return CL_OK;
 }
 
-static int holds_published(cl_chunk_t *chunk) {
+static int holds_published(const cl_chunk_t *chunk) {
   const unsigned char *p = (const unsigned char *)cl_published();
-  const unsigned char *data = cl_chunk_data(chunk);
-  return p != NULL && p >= data && p < data + chunk->size;
+  return p != NULL && p >= chunk->data && p < chunk->data + CL_CHUNK_DATA_BYTES;
 }
 
 cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id) {
@@ -70,9 +83,13 @@ cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id
   arena->slots[slot] = NULL;
   if (slot < arena->free_hint) arena->free_hint = slot;
   arena->live_chunks--;
-  arena->live_bytes -= chunk->size;
   arena->chunks_released++;
-  free(chunk);
+  if (arena->nspare < CL_SPARE_CHUNKS) {
+    chunk->id = 0;
+    arena->spare[arena->nspare++] = chunk;
+  } else {
+    munmap(chunk, CL_CHUNK_BYTES);
+  }
   return CL_OK;
 }
 
@@ -84,7 +101,10 @@ void cl_arena_destroy(cl_arena_t *arena) {
       break;
     }
   }
-  for (uint32_t i = 0; i < arena->nslots; i++) free(arena->slots[i]);
+  for (uint32_t i = 0; i < arena->nslots; i++) {
+    if (arena->slots[i] != NULL) munmap(arena->slots[i], CL_CHUNK_BYTES);
+  }
+  for (uint32_t i = 0; i < arena->nspare; i++) munmap(arena->spare[i], CL_CHUNK_BYTES);
   free(arena->slots);
   cl_arena_init(arena);
 }
@@ -93,7 +113,6 @@ const char *cl_strerror(cl_status_t status) {
   switch (status) {
     case CL_OK: return "ok";
     case CL_ENOMEM: return "out of memory for the label arena";
-    case CL_EINVAL: return "chunk size out of range";
     case CL_ENOENT: return "no such chunk in this thread's arena";
     case CL_EBUSY: return "chunk holds the published label set";
   }

@@ -43,28 +43,35 @@ custom_labels_labelset_t **cl_slot(void);
 /*
  * Arena: the memory that label sets of one thread live in.
  *
- * A chunk is one malloc()ed block.  The thread's JavaScript writes sets into
- * it through an ArrayBuffer and gives a chunk back when no set in it can be
- * installed again.  The arena owns every chunk it handed out until then, and
- * frees all of them when the thread's environment is torn down.
+ * A chunk is one anonymous mapping of CL_CHUNK_BYTES.  The thread's
+ * JavaScript writes sets into it through an ArrayBuffer and gives a chunk
+ * back when no set in it can be installed again.  The arena owns every chunk
+ * it handed out until then.  It keeps up to CL_SPARE_CHUNKS given-back chunks
+ * for reuse (fresh pages cost page faults) and unmaps the rest, so memory
+ * returns to the system; it unmaps all of them when the thread's environment
+ * is torn down.
  */
 #define CL_CHUNK_BYTES (64 * 1024)
-#define CL_CHUNK_MAX (64 * 1024 * 1024)
+#define CL_SPARE_CHUNKS 2
 #define CL_ALIGN 8
 
 typedef struct cl_chunk {
   uint64_t id;  /* unique for the arena's life; never reused */
-  size_t size;  /* bytes of payload after this header */
   uint32_t slot;
+  uint32_t pad;
+  unsigned char data[]; /* the sets; aligned to CL_ALIGN */
 } cl_chunk_t;
 
+#define CL_CHUNK_DATA_BYTES (CL_CHUNK_BYTES - sizeof(cl_chunk_t))
+
 typedef struct {
-  cl_chunk_t **slots; /* live chunks by slot; NULL where free */
+  cl_chunk_t **slots; /* chunks handed out, by slot; NULL where free */
   uint32_t nslots;
   uint32_t free_hint; /* lowest slot that may be free */
+  cl_chunk_t *spare[CL_SPARE_CHUNKS]; /* given back, kept for reuse */
+  uint32_t nspare;
   uint64_t next_id;
-  size_t live_chunks;
-  size_t live_bytes; /* payload bytes of live chunks */
+  size_t live_chunks;     /* handed out and not given back */
   uint64_t chunks_allocated;
   uint64_t chunks_released;
 } cl_arena_t;
@@ -72,16 +79,15 @@ typedef struct {
 typedef enum {
   CL_OK = 0,
   CL_ENOMEM = -1,
-  CL_EINVAL = -2,  /* size out of range */
   CL_ENOENT = -3,  /* no live chunk with that slot and id */
   CL_EBUSY = -4    /* the chunk holds the published set */
 } cl_status_t;
 
 void cl_arena_init(cl_arena_t *arena);
-/* Allocates a chunk of at least `size` payload bytes, zero-filled. */
-cl_status_t cl_arena_chunk_new(cl_arena_t *arena, size_t size, cl_chunk_t **out);
-/* Payload of a chunk: where sets are written. */
-unsigned char *cl_chunk_data(cl_chunk_t *chunk);
+/* Hands out a chunk of CL_CHUNK_DATA_BYTES for sets. */
+cl_status_t cl_arena_chunk_new(cl_arena_t *arena, cl_chunk_t **out);
+/* Bytes the arena holds: chunks handed out plus spare ones. */
+size_t cl_arena_bytes(const cl_arena_t *arena);
 /* Frees one chunk; refuses if the calling thread's published set is in it. */
 cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id);
 /* Clears the thread's pointer if it points into the arena, then frees all. */

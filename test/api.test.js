@@ -163,6 +163,29 @@ describe('withLabels: what the thread publishes', () => {
     });
   });
 
+  it('reuses a labels object correctly across parents and after changes', () => {
+    const labels = { user: '1' };
+    const seen = [];
+    for (let round = 0; round < 3; round++) {
+      withLabels(labels, () => seen.push(tls.published()));
+      withLabels({ route: '/a' }, () => withLabels(labels, () => seen.push(tls.published())));
+      withLabels({ route: '/b' }, () => withLabels(labels, () => seen.push(tls.published())));
+    }
+    labels.extra = 'x';
+    withLabels(labels, () => seen.push(tls.published()));
+    delete labels.extra;
+    labels.user = 2;
+    withLabels(labels, () => seen.push(tls.published()));
+    labels.user = '2';
+    withLabels(labels, () => seen.push(tls.published()));
+    labels[Symbol('s')] = 'v';
+    assert.throws(() => withLabels(labels, () => {}), TypeError);
+    const expected = [];
+    for (let round = 0; round < 3; round++) expected.push({ user: '1' }, { route: '/a', user: '1' }, { route: '/b', user: '1' });
+    expected.push({ user: '1', extra: 'x' }, { user: '2' }, { user: '2' });
+    assert.deepEqual(seen, expected);
+  });
+
   it('accepts the documented limits exactly', () => {
     const labels = {};
     for (let i = 0; i < limits.maxLabels; i++) labels[`k${i}`.padEnd(limits.maxKeyBytes, 'k')] = 'v'.repeat(limits.maxValueBytes);
