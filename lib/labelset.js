@@ -193,26 +193,20 @@ function describe(value) {
   return `type ${typeof value}`;
 }
 
-// The last set each labels object made, with the parent it was made in and
-// the values it was made from.  A labels object used again in the same
-// parent with the same contents gets the same set, without building one.
-// Weak: the entry goes with the object.
-const made = new WeakMap();
+// The last set derive() made, with what it was made from.  Label sets
+// repeat (a loop, a route handler): the same labels object, or the same
+// contents, in the same parent give the same set again without building one.
+// One entry only, so nothing is kept alive that could not be installed soon.
+let lastParent;
+let lastSet;
+let lastKeys = []; // own enumerable keys of the last labels object, in order
+let lastValues = []; // their values, as given
 
-class Made {
-  constructor(parent, set, keys, values) {
-    this.parent = parent;
-    this.set = set;
-    this.keys = keys; // own enumerable keys of the labels object, in order
-    this.values = values; // their values, as given
-  }
-}
-
-// True when `labels` still has exactly the keys and values `entry` was made
-// from.  Reads each property once, as the full path would.
-function unchanged(entry, labels) {
-  const keys = entry.keys;
-  const values = entry.values;
+// True when `labels` has exactly the keys and values of the last call.
+// Reads each property once, as the full path would.
+function unchanged(labels) {
+  const keys = lastKeys;
+  const values = lastValues;
   let i = 0;
   for (const key in labels) {
     if (!hasOwn.call(labels, key)) continue;
@@ -227,10 +221,9 @@ function unchanged(entry, labels) {
 // itself when nothing changes.  Throws TypeError/RangeError before it
 // changes anything.
 function derive(parent, labels, who) {
-  const entry = made.get(labels);
-  if (entry !== undefined && entry.parent === parent && unchanged(entry, labels) &&
+  if (parent === lastParent && isPlainObject(labels) && unchanged(labels) &&
       Object.getOwnPropertySymbols(labels).length === 0) {
-    return entry.set;
+    return lastSet;
   }
   return build(parent, labels, who);
 }
@@ -281,7 +274,10 @@ function build(parent, labels, who) {
     throw new TypeError(`${who}: labels keys must be strings; a symbol key was given`);
   }
   const set = keys === null || sameLabels(base, keys, values) ? parent : encode(keys, values, who);
-  made.set(labels, new Made(parent, set, givenKeys, givenValues));
+  lastParent = parent;
+  lastSet = set;
+  lastKeys = givenKeys;
+  lastValues = givenValues;
   return set;
 }
 
