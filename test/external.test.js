@@ -1,0 +1,547 @@
+'use strict';
+// What a profiler sees, checked from outside the process: the ELF file with
+// readelf, and live child processes with gdb running
+// test/helpers/cl-reader.gdb.py, an ABI reader that shares no code with the
+// addon (it finds the TLSDESC relocation in the file, the descriptor in the
+// process, and each thread's slot from its thread pointer).
+//
+// Needs Linux x86-64 with readelf (binutils), gdb with Python, and ptrace
+// permission to attach to a sibling process (root, or
+// /proc/sys/kernel/yama/ptrace_scope = 0).
+
+const assert = require('node:assert/strict');
+const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+
+const ROOT = path.resolve(__dirname, '..');
+const ADDON = path.join(ROOT, 'build', 'Release', 'customlabels.node');
+const READER = path.join(__dirname, 'helpers', 'cl-reader.gdb.py');
+const BLOCKED_CHILD = path.join(__dirname, 'helpers', 'blocked-child.js');
+const SWITCHER_CHILD = path.join(__dirname, 'helpers', 'switcher-child.js');
+
+const SUPPORTED = process.platform === 'linux' && process.arch === 'x64';
+
+// ---------------------------------------------------------------------------
+// Processes: every one is tracked and killed on every path.
+
+const live = { gdb: new Set(), children: new Set() };
+
+function track(kind, proc) {
+  live[kind].add(proc);
+  proc.on('exit', () => live[kind].delete(proc));
+  proc.on('error', () => live[kind].delete(proc));
+  return proc;
+}
+
+function killAll() {
+  // gdb first, so that no process is left stopped under a dead tracer; then
+  // the children.  SIGKILL works on stopped processes too.
+  for (const kind of ['gdb', 'children']) {
+    for (const proc of live[kind]) {
+      try { proc.kill('SIGKILL'); } catch { /* already gone */ }
+    }
+  }
+}
+
+process.on('exit', killAll);
+// Interrupted (Ctrl-C, CI cancel): kill ours, then die of the signal as
+// before.  (Left alone, the children would still end: they exit when their
+// stdin reaches EOF, and gdb ends with them.)
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    killAll();
+    process.kill(process.pid, signal);
+  });
+}
+
+function exited(proc, ms, what) {
+  return new Promise((resolve, reject) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      resolve({ code: proc.exitCode, signal: proc.signalCode });
+      return;
+    }
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${what} did not exit within ${ms} ms`));
+    }, ms);
+    proc.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal });
+    });
+  });
+}
+
+// Collects a stream's lines, and lets a test wait for one with a prefix.
+function lineReader(stream) {
+  const lines = [];
+  const waiters = [];
+  let closed = false;
+  readline.createInterface({ input: stream, crlfDelay: Infinity })
+    .on('line', (line) => {
+      lines.push(line);
+      for (const w of waiters.slice()) w.check();
+    })
+    .on('close', () => {
+      closed = true;
+      for (const w of waiters.slice()) w.check();
+    });
+  function wait(prefix, ms, what) {
+    return new Promise((resolve, reject) => {
+      const w = {
+        check() {
+          const line = lines.find((l) => l.startsWith(prefix));
+          if (line !== undefined) done(null, line.slice(prefix.length));
+          else if (closed) done(new Error(`${what}: stream closed before a ${JSON.stringify(prefix)} line`));
+        },
+      };
+      const timer = setTimeout(() => done(new Error(`${what}: no ${JSON.stringify(prefix)} line within ${ms} ms`)), ms);
+      function done(err, value) {
+        clearTimeout(timer);
+        waiters.splice(waiters.indexOf(w), 1);
+        if (err) reject(err);
+        else resolve(value);
+      }
+      waiters.push(w);
+      w.check();
+    });
+  }
+  return { lines, wait };
+}
+
+function tmpdir() {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'cl-external-'));
+}
+
+// Runs the reader in gdb attached to `pid`.  Returns the gdb process, its
+// output lines and a promise of the reader's JSON result.
+function runReader(pid, dir, env, ms) {
+  const out = path.join(dir, `reader-${pid}-${env.CL_MODE}.json`);
+  // No core files: gdb runs in the test's temporary directory with core
+  // dumps off.
+  const gdb = track('gdb', spawn('/bin/sh', [
+    '-c', 'ulimit -c 0 && exec "$0" "$@"', 'gdb',
+    '-nx', '-batch',
+    '-iex', 'set debuginfod enabled off',
+    '-iex', 'set auto-load off',
+    '-p', String(pid),
+    '-x', READER,
+  ], {
+    cwd: dir,
+    env: { ...process.env, DEBUGINFOD_URLS: '', CL_OUT: out, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }));
+  const stdout = lineReader(gdb.stdout);
+  const stderr = lineReader(gdb.stderr);
+  const output = () => `--- gdb stdout\n${stdout.lines.join('\n')}\n--- gdb stderr\n${stderr.lines.join('\n')}`;
+  const result = exited(gdb, ms, 'gdb').then(({ code, signal }) => {
+    const log = () => `gdb exit ${code ?? signal}\n${output()}`;
+    if (!fs.existsSync(out)) throw new Error(`the reader wrote no result\n${log()}`);
+    const json = JSON.parse(fs.readFileSync(out, 'utf8'));
+    if (!json.ok) throw new Error(`the reader failed: ${json.error}\n${log()}`);
+    if (code !== 0) throw new Error(`gdb failed after reading\n${log()}`);
+    return json;
+  }, (err) => {
+    throw new Error(`${err.message}\n${output()}`);
+  });
+  return { gdb, stdout, result };
+}
+
+function have(cmd) {
+  const r = spawnSync(cmd, ['--version'], { stdio: 'ignore' });
+  return r.status === 0;
+}
+
+function requireTools(ctx, ...tools) {
+  if (!SUPPORTED) ctx.skip();
+  for (const tool of tools) {
+    assert.ok(have(tool), `${tool} is needed for this test (Debian: apt-get install ${tool === 'readelf' ? 'binutils' : tool})`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// readelf, parsed.
+
+function readelf(...args) {
+  const r = spawnSync('readelf', ['-W', ...args, ADDON], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `readelf ${args.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+function num(text) {
+  return text.startsWith('0x') ? parseInt(text.slice(2), 16) : parseInt(text, 10);
+}
+
+function dynamicSymbols() {
+  const symbols = [];
+  for (const line of readelf('--dyn-syms').split('\n')) {
+    const m = /^\s*\d+:\s+([0-9a-f]+)\s+(0x[0-9a-f]+|\d+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\S+)\s*(.*)$/.exec(line);
+    if (!m) continue;
+    symbols.push({
+      value: parseInt(m[1], 16), size: num(m[2]), type: m[3], bind: m[4], vis: m[5],
+      ndx: m[6] === 'UND' ? 'UND' : /^\d+$/.test(m[6]) ? Number(m[6]) : m[6],
+      name: m[7].split('@')[0],
+    });
+  }
+  return symbols;
+}
+
+function sections() {
+  const result = new Map();
+  for (const line of readelf('-S').split('\n')) {
+    const m = /^\s*\[\s*(\d+)\]\s+(\S*)\s+(\S+)\s+([0-9a-f]{8,})\s+([0-9a-f]+)\s+([0-9a-f]+)/.exec(line);
+    if (m) result.set(Number(m[1]), { name: m[2], type: m[3], addr: parseInt(m[4], 16), offset: parseInt(m[5], 16), size: parseInt(m[6], 16) });
+  }
+  return result;
+}
+
+function programHeaders() {
+  const result = [];
+  for (const line of readelf('-l').split('\n')) {
+    const m = /^\s+([A-Z_]+|LOOS\+0x[0-9a-f]+)\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s/.exec(line);
+    if (m) result.push({ type: m[1], offset: parseInt(m[2], 16), vaddr: parseInt(m[3], 16), filesz: parseInt(m[5], 16), memsz: parseInt(m[6], 16) });
+  }
+  return result;
+}
+
+function relocations() {
+  const result = [];
+  for (const line of readelf('-r').split('\n')) {
+    const m = /^([0-9a-f]{8,})\s+([0-9a-f]{8,})\s+(R_\w+)\s*(?:([0-9a-f]+)\s+(\S+)\s*\+\s*(\w+))?/.exec(line);
+    if (m) result.push({ offset: parseInt(m[1], 16), type: m[3], symbol: m[5] ? m[5].split('@')[0] : null });
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+
+describe('external view (readelf, gdb)', function () {
+  after(killAll);
+
+  describe('the ELF file, read with readelf', function () {
+    before(function () { requireTools(this, 'readelf'); });
+
+    it('defines exactly the two ABI symbols and the two Node-API entry points', function () {
+      const symbols = dynamicSymbols();
+      assert.ok(symbols.length > 4, 'readelf --dyn-syms output was not understood');
+      const defined = symbols.filter((s) => s.ndx !== 'UND');
+      assert.deepEqual(defined.map((s) => s.name).sort(), [
+        'custom_labels_abi_version',
+        'custom_labels_current_set',
+        'napi_register_module_v1',
+        'node_api_module_get_api_version_v1',
+      ]);
+      for (const s of defined) {
+        assert.equal(s.bind, 'GLOBAL', `${s.name} binding`);
+        assert.equal(s.vis, 'DEFAULT', `${s.name} visibility`);
+      }
+      const by = Object.fromEntries(defined.map((s) => [s.name, s]));
+      assert.equal(by.napi_register_module_v1.type, 'FUNC');
+      assert.equal(by.node_api_module_get_api_version_v1.type, 'FUNC');
+
+      const tls = by.custom_labels_current_set;
+      assert.equal(tls.type, 'TLS');
+      assert.equal(tls.size, 8);
+
+      const version = by.custom_labels_abi_version;
+      assert.equal(version.type, 'OBJECT');
+      assert.equal(version.size, 4);
+      const section = sections().get(version.ndx);
+      assert.ok(section, `no section ${version.ndx}`);
+      assert.equal(section.name, '.rodata');
+      assert.ok(version.value >= section.addr && version.value + 4 <= section.addr + section.size);
+      const fd = fs.openSync(ADDON, 'r');
+      const bytes = Buffer.alloc(4);
+      try {
+        fs.readSync(fd, bytes, 0, 4, section.offset + (version.value - section.addr));
+      } finally {
+        fs.closeSync(fd);
+      }
+      assert.equal(bytes.readUInt32LE(0), 1, 'custom_labels_abi_version in the file');
+    });
+
+    it('has a TLS block of exactly one pointer', function () {
+      const tls = programHeaders().filter((p) => p.type === 'TLS');
+      assert.equal(tls.length, 1, 'one PT_TLS segment');
+      assert.equal(tls[0].memsz, 8, 'PT_TLS MemSiz');
+    });
+
+    it('reaches custom_labels_current_set only through one R_X86_64_TLSDESC relocation', function () {
+      const relocs = relocations();
+      assert.ok(relocs.length > 0, 'readelf -r output was not understood');
+      const tlsRelocs = relocs.filter((r) => /TLS|TPOFF|DTP/.test(r.type));
+      assert.deepEqual(tlsRelocs.map((r) => [r.type, r.symbol]),
+        [['R_X86_64_TLSDESC', 'custom_labels_current_set']]);
+      assert.equal(tlsRelocs[0].offset % 8, 0, 'the descriptor is 8-byte aligned');
+    });
+  });
+
+  describe('a live process, read with gdb: main thread and a worker blocked inside withLabels', function () {
+    this.timeout(120000);
+    let dir;
+    let child;
+    let childOut;
+    let ready;
+    let snapshot;
+    let byTid;
+
+    before(async function () {
+      requireTools(this, 'gdb', 'readelf');
+      dir = tmpdir();
+      child = track('children', spawn(process.execPath, [BLOCKED_CHILD], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        env: { ...process.env, CL_CHILD_TIMEOUT_MS: '100000' },
+      }));
+      childOut = lineReader(child.stdout);
+      ready = JSON.parse(await childOut.wait('READY ', 30000, 'blocked child'));
+      const reader = runReader(child.pid, dir, { CL_MODE: 'snapshot' }, 60000);
+      snapshot = await reader.result;
+      byTid = new Map(snapshot.threads.map((t) => [t.tid, t]));
+    });
+
+    after(function () {
+      killAll();
+      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    function role(name) {
+      const reported = ready.threads.find((t) => t.role === name);
+      assert.ok(reported, `the child reported no ${name} thread`);
+      const seen = byTid.get(reported.tid);
+      assert.ok(seen, `gdb saw no thread ${reported.tid} (${name}); it saw ${[...byTid.keys()]}`);
+      return { reported, seen };
+    }
+
+    function assertCompact(set) {
+      assert.deepEqual(set.errors, []);
+      assert.equal(set.nullKeys, 0, 'no NULL-key holes');
+      assert.equal(set.duplicates, 0, 'no duplicate keys');
+      assert.equal(set.count, Object.keys(set.labels).length, 'count is the number of labels');
+    }
+
+    it('reads the main thread\'s labels, as the child set them', function () {
+      const { reported, seen } = role('main');
+      assert.equal(reported.tid, child.pid, 'the main thread\'s tid is the pid');
+      assert.equal(seen.error, undefined);
+      const expected = { route: '/main', user: '7', span: 'é✓ 漢' };
+      assert.deepEqual(reported.labels, expected, 'getLabels() in the child');
+      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
+      assert.equal(seen.pointer, reported.address, 'the published pointer');
+      assertCompact(seen.set);
+    });
+
+    it('reads the worker\'s labels, as the worker set them', function () {
+      const { reported, seen } = role('inside');
+      assert.notEqual(reported.tid, child.pid);
+      assert.equal(seen.error, undefined);
+      const expected = { route: '/worker', job: 'w1', empty: '' };
+      assert.deepEqual(reported.labels, expected, 'getLabels() in the worker');
+      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
+      assert.equal(seen.pointer, reported.address, 'the published pointer');
+      assertCompact(seen.set);
+    });
+
+    it('reads NULL on every thread that is not inside withLabels', function () {
+      const outside = role('outside');
+      assert.equal(outside.seen.pointer, 0, 'the worker that left withLabels');
+      assert.equal(outside.seen.set, null);
+      const inside = new Set(ready.threads.filter((t) => t.role !== 'outside').map((t) => t.tid));
+      const others = snapshot.threads.filter((t) => !inside.has(t.tid));
+      assert.ok(others.length >= 3, `expected Node's helper threads too, saw ${snapshot.threads.length} threads`);
+      for (const t of others) {
+        assert.equal(t.error, undefined, `thread ${t.tid}`);
+        assert.equal(t.pointer, 0, `thread ${t.tid} (${t.name}) is outside withLabels`);
+      }
+    });
+
+    it('finds each thread\'s slot at thread pointer + offset, where libthread_db says it is', function () {
+      for (const t of snapshot.threads) {
+        assert.equal(t.slot, t.threadPointer + snapshot.module.arg);
+        assert.equal(t.slot % 8, 0, `thread ${t.tid}: slot 0x${t.slot.toString(16)} is 8-byte aligned`);
+        // gdb's own answer for &custom_labels_current_set, through libthread_db.
+        if (t.threadlibSlot !== null) assert.equal(t.slot, t.threadlibSlot, `thread ${t.tid}`);
+      }
+      assert.ok(snapshot.threads.some((t) => t.threadlibSlot !== null),
+        'gdb resolved &custom_labels_current_set on no thread');
+    });
+
+    it('finds the module in static TLS: the TLSDESC argument is a small negative offset', function () {
+      const m = snapshot.module;
+      assert.match(m.path, /customlabels\.node$/);
+      assert.equal(path.resolve(m.path), fs.realpathSync(ADDON));
+      assert.equal(m.abiVersionLive, 1, 'custom_labels_abi_version in memory');
+      assert.deepEqual(m.ptTlsMemsz, [8]);
+      // The reader parsed the ELF itself; readelf agrees on the GOT slot.
+      const desc = relocations().filter((r) => r.type === 'R_X86_64_TLSDESC');
+      assert.equal(m.gotOffset, desc[0].offset);
+      assert.equal(m.descriptor, m.base + m.gotOffset);
+      // Static TLS (variant II): the block sits below the thread pointer.  A
+      // dynamic-TLS descriptor would hold a heap pointer here instead.
+      assert.ok(Number.isSafeInteger(m.arg) && m.arg <= -8 && m.arg >= -4096,
+        `TLSDESC argument ${m.arg} is not a small negative offset`);
+      assert.equal(Math.abs(m.arg % 8), 0, "the offset keeps the slot 8-byte aligned");
+      // The resolver is ld.so's static one, never _dl_tlsdesc_dynamic.
+      assert.match(String(m.resolverMapping), /\/ld-linux-x86-64\.so/);
+      if (m.resolverSymbol !== null) {
+        assert.doesNotMatch(m.resolverSymbol, /_dl_tlsdesc_dynamic/);
+        assert.match(m.resolverSymbol, /^_dl_tlsdesc_return\b/);
+      }
+      console.log(`      TLSDESC argument ${m.arg}, resolver ${m.resolverSymbol ?? '(no symbol)'}`);
+    });
+
+    it('left the child running: it unblocks, unwinds to NULL and exits', async function () {
+      child.stdin.end('release\n');
+      const done = JSON.parse(await childOut.wait('DONE ', 30000, 'blocked child'));
+      assert.deepEqual(done.main, { labels: {}, address: 0 });
+      const { code, signal } = await exited(child, 30000, 'blocked child');
+      assert.equal(signal, null);
+      assert.equal(code, 0);
+    });
+  });
+
+  describe('torn writes: a hardware watchpoint on the main thread\'s slot sees every store', function () {
+    const { SETS, INNER } = SUPPORTED ? require(SWITCHER_CHILD) : { SETS: [], INNER: [] };
+    const WARMUP = 3000;
+    const ROUNDS = 300;
+    let dir;
+
+    before(function () {
+      requireTools(this, 'gdb');
+      dir = tmpdir();
+    });
+
+    afterEach(killAll);
+
+    after(function () {
+      killAll();
+      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    // Every label set the child can publish, as sorted [key, value] lists.
+    function canonical(labels) {
+      return JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    function merge(base, add) {
+      const out = { ...base };
+      for (const [k, v] of Object.entries(add)) {
+        if (v === null || v === undefined) delete out[k];
+        else out[k] = String(v);
+      }
+      return out;
+    }
+    const allowed = new Set();
+    for (const outer of SETS) {
+      const base = merge({}, outer);
+      allowed.add(canonical(base));
+      for (const inner of INNER) allowed.add(canonical(merge(base, inner)));
+    }
+
+    function maglevByDefault() {
+      const r = spawnSync(process.execPath, ['--v8-options'], { encoding: 'utf8' });
+      return /\n\s+--maglev \(.*\)\n\s+type: bool\s+default: --maglev\b/.test(r.stdout);
+    }
+
+    const tiers = [
+      { name: 'Ignition (interpreter)', flags: ['--max-opt=0', '--no-sparkplug'], jit: false },
+      { name: 'Sparkplug (baseline)', flags: ['--always-sparkplug', '--max-opt=1'], jit: false },
+      { name: 'Maglev', flags: ['--maglev', '--max-opt=2'], jit: true, when: maglevByDefault },
+      { name: 'TurboFan', flags: ['--no-maglev'], jit: true },
+    ];
+
+    for (const tier of tiers) {
+      it(`${tier.name}: every value stored is NULL or a complete set the child published`, async function () {
+        this.timeout(120000);
+        if (tier.when && !tier.when()) this.skip(); // not a tier this Node runs by default
+        const flags = [...tier.flags, '--trace-opt', '--trace-deopt'];
+        const child = track('children', spawn(process.execPath, [...flags, SWITCHER_CHILD, String(WARMUP), String(ROUNDS)], {
+          stdio: ['pipe', 'pipe', 'inherit', 'pipe'],
+        }));
+        const trace = lineReader(child.stdout);
+        const proto = lineReader(child.stdio[3]);
+        const { pid, tid } = JSON.parse(await proto.wait('READY ', 60000, 'switcher child'));
+        assert.equal(tid, pid);
+
+        const reader = runReader(pid, dir, { CL_MODE: 'watch', CL_TID: String(tid), CL_MAX_HITS: '200000' }, 100000);
+        await Promise.race([
+          reader.stdout.wait('CL-READY ', 60000, 'gdb watch'),
+          reader.result.then((r) => { throw new Error(`gdb ended before watching: ${JSON.stringify(r).slice(0, 500)}`); }),
+        ]);
+        child.stdin.end('go\n');
+        const result = await reader.result;
+        const log = JSON.parse(await proto.wait('LOG ', 30000, 'switcher child'));
+        const { code, signal } = await exited(child, 30000, 'switcher child');
+        assert.equal(signal, null);
+        assert.equal(code, 0);
+
+        assert.match(result.watchpoint, /^Hardware watchpoint/);
+        assert.equal(result.slot % 8, 0, `slot 0x${result.slot.toString(16)} is 8-byte aligned`);
+        assert.equal(result.initial, 0, 'NULL before the first round');
+        assert.deepEqual(result.other, [], 'no other stops');
+        assert.deepEqual(result.exited, { code: 0 });
+
+        const published = new Map();
+        for (const [address, labels] of log.published) {
+          if (address === 0) continue; // the empty set is published as NULL
+          assert.ok(allowed.has(canonical(labels)), `the child published an unexpected set ${JSON.stringify(labels)}`);
+          assert.ok(!published.has(address), 'addresses are not reused while sets are alive');
+          published.set(address, labels);
+        }
+
+        const hits = result.hits;
+        // Each round changes the slot at least 4 times (outer, inner, outer, NULL).
+        assert.ok(hits.length >= 4 * ROUNDS, `only ${hits.length} stores seen for ${ROUNDS} rounds`);
+        const values = new Set();
+        for (const hit of hits) {
+          const where = `store #${hits.indexOf(hit)} of 0x${hit.value.toString(16)} at pc 0x${hit.pc.toString(16)}`;
+          assert.equal(hit.tid, tid, `${where}: by another thread`);
+          values.add(hit.value);
+          if (hit.value === 0) {
+            assert.equal(hit.set, null);
+            continue;
+          }
+          assert.equal(hit.error, undefined, `${where}: unreadable: ${hit.error}`);
+          assert.ok(published.has(hit.value), `${where}: not the address of a set the child published`);
+          assert.deepEqual(hit.set.errors, [], where);
+          assert.equal(hit.set.nullKeys, 0, where);
+          assert.equal(hit.set.duplicates, 0, where);
+          assert.deepEqual(hit.set.labels, published.get(hit.value), `${where}: decodes to other labels than the child published there`);
+        }
+        for (const address of published.keys()) {
+          assert.ok(values.has(address), `the set at 0x${address.toString(16)} was published but no store of it was seen`);
+        }
+
+        // Each store is one aligned 8-byte store instruction (the data
+        // watchpoint stops right after it), never two 4-byte halves: a mix
+        // of two pointers would have been caught above as an unpublished
+        // value, and no site is anything but a single 8-byte move.
+        const EIGHT = /^(v?movsd|v?movq)\s+%xmm\d+,|^movq?\s+%r(ax|bx|cx|dx|si|di|bp|8|9|1[0-5]),/;
+        for (const p of result.pcs) {
+          assert.ok(p.instruction.length > 0, `no store instruction found before pc 0x${p.pc.toString(16)}`);
+          for (const insn of p.instruction) assert.match(insn, EIGHT, `store at pc 0x${p.pc.toString(16)}`);
+        }
+
+        // Which code did the stores: builtins in the node binary for the
+        // interpreter and Sparkplug; JIT code (anonymous memory) once the
+        // publishing functions are optimised.
+        const jitHits = result.pcs.filter((p) => !p.mapping || !p.mapping.startsWith('/'))
+          .reduce((n, p) => n + p.count, 0);
+        if (tier.jit) assert.ok(jitHits > 0, `no store from JIT code: ${JSON.stringify(result.pcs)}`);
+        else assert.equal(jitHits, 0, `stores from JIT code: ${JSON.stringify(result.pcs)}`);
+
+        const ours = /<JSFunction (install|runInstalled|before|after) /;
+        const optimised = [...new Set(trace.lines.filter((l) => /^\[completed (optimizing|compiling)/.test(l) && ours.test(l))
+          .map((l) => `${ours.exec(l)[1]}:${/\(target (\w+)\)/.exec(l)?.[1]}`))];
+        const deopts = trace.lines.filter((l) => /deoptimiz/i.test(l) && ours.test(l)).length;
+        const sites = result.pcs.map((p) => {
+          const code = p.symbol ? p.symbol.split(' ')[0] : p.mapping?.startsWith('/') ? path.basename(p.mapping) : 'JIT';
+          return `${code}[${p.instruction.join('|').replace(/\s+/g, ' ')}]×${p.count}`;
+        });
+        console.log(`      ${tier.name}: ${hits.length} stores (${hits.filter((h) => h.value === 0).length} NULL), ` +
+          `${published.size} sets, slot 0x${result.slot.toString(16)}, sites ${sites.join(' ')}; ` +
+          `optimised ${optimised.join(' ') || 'none'}; deopts of ours ${deopts}`);
+      });
+    }
+  });
+});
