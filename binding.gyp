@@ -17,6 +17,25 @@
           "type": "none"
         }]
       ]
+    },
+    {
+      "target_name": "customlabels-dump",
+      "conditions": [
+        ["OS=='linux' and target_arch in ('x64', 'arm64')", {
+          "type": "executable",
+          "sources": ["src/dump/main.c", "src/dump/locate.c", "src/dump/elfinfo.c",
+                      "src/dump/tlsmath.c", "src/dump/ptrace.c", "src/dump/mem.c",
+                      "src/dump/proc.c", "src/dump/labels.c", "src/dump/out.c",
+                      "src/dump/sample.c"],
+          "cflags": ["-std=c11", "-O2", "-Wall", "-Wextra"],
+          "conditions": [
+            ["target_arch=='x64'", {"sources": ["src/dump/arch_x86_64.c"]}],
+            ["target_arch=='arm64'", {"sources": ["src/dump/arch_aarch64.c"]}]
+          ]
+        }, {
+          "type": "none"
+        }]
+      ]
     }
   ]
 }

@@ -1,0 +1,51 @@
+/*
+ * What customlabels-dump needs from an ELF file on disk (elfinfo.c).
+ */
+#ifndef CLD_ELFINFO_H
+#define CLD_ELFINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tlsmath.h"
+
+#define CLD_ELF_MAX_LOADS 32
+
+typedef struct {
+  uint64_t vaddr, offset, filesz, memsz;
+} cld_segment_t;
+
+typedef struct {
+  uint16_t e_type; /* ET_EXEC or ET_DYN */
+  size_t nloads;
+  cld_segment_t loads[CLD_ELF_MAX_LOADS];
+  bool has_tls; /* PT_TLS */
+  uint64_t tls_vaddr, tls_memsz, tls_align;
+  bool has_version; /* custom_labels_abi_version is defined and exported */
+  uint64_t version_value, version_size;
+  unsigned version_type;
+  bool has_set; /* custom_labels_current_set is defined and exported */
+  uint64_t set_value, set_size;
+  unsigned set_type;
+  bool has_desc; /* its TLSDESC relocation */
+  uint64_t desc_offset;     /* r_offset: where the descriptor is */
+  uint64_t desc_var_offset; /* the variable's offset in the module's TLS block */
+} cld_elf_t;
+
+/*
+ * Fills `elf` from the open file.  Returns 0 (has_version/has_set say
+ * whether the ABI is exported) or -1 with `why` set when the file is not a
+ * usable ELF file of this architecture.
+ */
+int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, size_t why_size);
+
+/*
+ * Load bias from the file's lowest mapping in the process (start address
+ * and file offset, from /proc/PID/maps); false if that mapping is not the
+ * first PT_LOAD segment's.
+ */
+bool cld_elf_bias(const cld_elf_t *elf, uint64_t map_start, uint64_t map_offset,
+                  uint64_t page_size, uint64_t *bias);
+
+#endif
