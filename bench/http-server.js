@@ -1,0 +1,80 @@
+'use strict';
+// The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
+// [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
+// 3 labels) or `baseline` (inside AsyncLocalStorage.run with the same label
+// object).  THREADS = 0 (default) serves from the main thread; THREADS = k
+// starts k worker threads, each with its own server on its own port (no
+// port sharing, which Node 20 workers cannot do), and the load generator
+// loads every port.
+//
+// Prints one JSON line {"ports": [...]} when listening, and exits when its
+// stdin closes.  The handler: 3 labels from the request, then 3 awaits
+// (await null, setImmediate, a resolved promise), then a small body.
+
+const path = require('node:path');
+const http = require('node:http');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
+
+// The customlabels package under test (default: this repository).
+const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
+
+function serve(variant) {
+  let runIn;
+  if (variant === 'labels') {
+    runIn = require(ROOT).withLabels;
+  } else if (variant === 'baseline') {
+    const als = new AsyncLocalStorage();
+    runIn = (labels, fn) => als.run(labels, fn);
+  } else {
+    throw new Error(`unknown variant ${variant}`);
+  }
+  const users = Array.from({ length: 1000 }, (_, i) => `user-${i}`);
+  const traces = Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`);
+  const immediate = () => new Promise((resolve) => setImmediate(resolve));
+  const resolved = Promise.resolve(1);
+  const body = Buffer.from('{"ok":true}\n');
+  let n = 0;
+
+  async function handle(req, res) {
+    await null;
+    await immediate();
+    await resolved;
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+    res.end(body);
+  }
+
+  const server = http.createServer((req, res) => {
+    const i = n++ % 1000;
+    // The same label object in both variants: built the same way per request.
+    const labels = { route: req.url, user: users[i], trace: traces[i] };
+    runIn(labels, () => handle(req, res));
+  });
+  server.keepAliveTimeout = 60000;
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));
+}
+
+if (isMainThread) {
+  const [variant = 'labels', threadsArg = '0'] = process.argv.slice(2);
+  const threads = Number(threadsArg);
+  // stdin keeps this process alive (the workers are unref'd) until it closes.
+  process.stdin.resume();
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.on('close', () => process.exit(0));
+  (async () => {
+    let ports;
+    if (threads === 0) {
+      ports = [await serve(variant)];
+    } else {
+      ports = await Promise.all(Array.from({ length: threads }, () => new Promise((resolve, reject) => {
+        const w = new Worker(__filename, { workerData: { variant } });
+        w.once('message', resolve);
+        w.once('error', reject);
+        w.unref();
+      })));
+    }
+    console.log(JSON.stringify({ ports, pid: process.pid, node: process.version }));
+  })().catch((err) => { console.error(err); process.exit(1); });
+} else {
+  serve(workerData.variant).then((port) => parentPort.postMessage(port));
+}

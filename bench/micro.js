@@ -1,0 +1,286 @@
+'use strict';
+// One timed micro-benchmark in a fresh process: `node bench/micro.js CASE
+// VARIANT [batchMs] [batches]`.  Prints one JSON line:
+//   { case, variant, unit, value, clock, wall, batches: [...], node, mechanism }
+// where `value` is the median over the batches of the time per operation,
+// in on-CPU time of the JavaScript thread (see cpuNow), and `wall` the same
+// in wall-clock time.
+//
+// Variants:
+//   baseline   the same work with `new AsyncLocalStorage()` and
+//              `als.run(sameLabelObject, fn)`, nothing of customlabels loaded
+//   labels     the same work with withLabels(sameLabelObject, fn)
+//   plain      the same work with neither (reference only)
+//   floor-ah   baseline + an empty createHook({ before, after })
+//   floor-ph   baseline + empty v8.promiseHooks.onBefore/onAfter
+//   floor-ahnp baseline + an empty createHook({ before, after, trackPromises: false })
+//   floor-mech baseline + the empty hooks of the mechanism lib/context.js
+//              picks on this Node (ah on 20/22, ahnp + ph with AsyncContextFrame)
+//   part-derive / part-run: the two halves of withLabels, through lib/'s
+//              internal modules (diagnostic; may break when lib/ changes):
+//              sync: derive() alone / context.run() with a prebuilt set;
+//              request (part-run only): context.run() with the 100 sets
+//              prebuilt, i.e. the request without building label sets
+
+const path = require('node:path');
+const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const v8 = require('node:v8');
+
+// The customlabels package under test (default: this repository).
+const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
+const [caseName, variant, batchMsArg, batchesArg] = process.argv.slice(2);
+const BATCH_MS = Number(batchMsArg) || 100;
+const BATCHES = Number(batchesArg) || 7;
+
+// The same label objects in every variant.
+const LABELS = Object.freeze({ route: '/api/users/:id', user: 'user-1234', trace: '4bf92f3577b34da6' });
+const REQUEST_LABELS = Array.from({ length: 100 }, (_, i) => Object.freeze({
+  route: '/api/items/:id', user: `user-${1000 + i}`, trace: `trace-${String(i).padStart(12, '0')}`,
+}));
+
+// ---------------------------------------------------------------------------
+// What the variant runs work in.
+
+let runIn; // (labels, fn) => fn's result, inside the variant's context
+let mechanism = null;
+
+function noop() {}
+
+// Mirrors the probes in lib/context.js, without loading it.
+function usesAsyncContextFrame() {
+  const probe = new AsyncLocalStorage();
+  const resource = executionAsyncResource();
+  const count = () => Object.getOwnPropertySymbols(resource).length;
+  const outside = count();
+  const inside = probe.run(true, count);
+  probe.disable();
+  return inside === outside;
+}
+
+function canSkipPromises() {
+  let tracked = false;
+  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
+  probe.enable();
+  Promise.resolve();
+  probe.disable();
+  return !tracked;
+}
+
+const floors = {
+  'floor-ah'() { createHook({ before: noop, after: noop }).enable(); return 'createHook({before,after})'; },
+  'floor-ph'() { v8.promiseHooks.onBefore(noop); v8.promiseHooks.onAfter(noop); return 'v8.promiseHooks onBefore/onAfter'; },
+  'floor-ahnp'() {
+    if (!canSkipPromises()) return null;
+    createHook({ before: noop, after: noop, trackPromises: false }).enable();
+    return 'createHook({before,after,trackPromises:false})';
+  },
+  'floor-mech'() {
+    if (usesAsyncContextFrame() && canSkipPromises()) {
+      floors['floor-ahnp']();
+      floors['floor-ph']();
+      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks';
+    }
+    floors['floor-ah']();
+    return 'createHook({before,after})';
+  },
+};
+
+function setup() {
+  if (variant === 'labels') {
+    const { withLabels } = require(ROOT);
+    runIn = withLabels;
+    return;
+  }
+  if (variant === 'plain') {
+    runIn = (labels, fn) => fn();
+    return;
+  }
+  if (variant === 'part-derive' || variant === 'part-run') {
+    const { derive, EMPTY } = require(path.join(ROOT, 'lib/labelset'));
+    const context = require(path.join(ROOT, 'lib/context'));
+    if (caseName === 'request' && variant === 'part-run') {
+      // Sets built once up front: what is left is propagation (hooks, slot).
+      const sets = new Map(REQUEST_LABELS.map((l) => [l, derive(EMPTY, l, 'withLabels')]));
+      runIn = (labels, fn) => context.run(sets.get(labels), fn);
+      return;
+    }
+    if (caseName !== 'sync') throw new Error(`${variant} is for cases sync and request only`);
+    if (variant === 'part-derive') {
+      runIn = (labels, fn) => { derive(EMPTY, labels, 'withLabels'); return fn(); };
+    } else {
+      const set = derive(EMPTY, LABELS, 'withLabels');
+      runIn = (labels, fn) => context.run(set, fn);
+    }
+    return;
+  }
+  const als = new AsyncLocalStorage();
+  runIn = (labels, fn) => als.run(labels, fn);
+  if (variant === 'baseline') return;
+  const floor = floors[variant];
+  if (!floor) throw new Error(`unknown variant ${variant}`);
+  mechanism = floor();
+  if (mechanism === null) {
+    console.log(JSON.stringify({ case: caseName, variant, unsupported: true, node: process.version }));
+    process.exit(0);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Timing: calibrate to BATCH_MS per batch, then the median of BATCHES batches.
+
+const now = () => Number(process.hrtime.bigint());
+
+// On-CPU time of this (the JavaScript) thread in ns, from the scheduler
+// (/proc/thread-self/schedstat, first field).  The machine is shared, so the
+// figures use this rather than wall time: time the thread spends waiting
+// for a core is left out.  Falls back to wall time where it is missing.
+const fs = require('node:fs');
+let schedFd = -1;
+try { schedFd = fs.openSync('/proc/thread-self/schedstat', 'r'); } catch {}
+const schedBuf = Buffer.alloc(128);
+function cpuNow() {
+  if (schedFd < 0) return now();
+  const n = fs.readSync(schedFd, schedBuf, 0, 128, 0);
+  return Number(schedBuf.toString('latin1', 0, n).split(' ')[0]);
+}
+const CLOCK = schedFd < 0 ? 'wall' : 'thread-cpu';
+
+function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+async function measure(batch, unitOps) {
+  // batch(n) runs n units and resolves when done; each unit is unitOps operations.
+  const target = BATCH_MS * 1e6;
+  let n = 1;
+  let dt;
+  for (;;) {
+    const t0 = now();
+    await batch(n);
+    dt = now() - t0;
+    if (dt > 5e6) break;
+    n *= 2;
+  }
+  // Warm up for at least two batch lengths, re-sizing the batch as the code
+  // gets optimised, until a batch takes about BATCH_MS.
+  const warmEnd = now() + 2 * target;
+  for (let i = 0; i < 20; i++) {
+    n = Math.max(1, Math.round(n * target / dt));
+    const t0 = now();
+    await batch(n);
+    dt = now() - t0;
+    if (now() > warmEnd && dt > 0.7 * target && dt < 1.4 * target) break;
+  }
+  const perOp = [];
+  const wallPerOp = [];
+  for (let b = 0; b < BATCHES; b++) {
+    const c0 = cpuNow();
+    const t0 = now();
+    await batch(n);
+    const t1 = now();
+    const c1 = cpuNow();
+    perOp.push((c1 - c0) / (n * unitOps));
+    wallPerOp.push((t1 - t0) / (n * unitOps));
+  }
+  return {
+    value: median(perOp), clock: CLOCK, wall: median(wallPerOp),
+    batches: perOp.map((x) => +x.toFixed(2)), unitsPerBatch: n,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// The cases.
+
+let sink = 0;
+function work() { return 1; }
+
+const immediate = () => new Promise((resolve) => setImmediate(resolve));
+const resolved = Promise.resolve(1);
+
+async function awaitLoop(n) {
+  for (let i = 0; i < n; i++) await null;
+}
+
+async function immediateLoop(n) {
+  for (let i = 0; i < n; i++) await immediate();
+}
+
+// 5 awaits: a mix of await null, setImmediate and a resolved promise.
+async function handler() {
+  await null;
+  await immediate();
+  await resolved;
+  await null;
+  await immediate();
+  return 1;
+}
+
+const AWAITS_PER_UNIT = 1000;
+
+const cases = {
+  // ns per synchronous withLabels({route, user, trace}, fn)
+  sync: {
+    unit: 'ns/call',
+    batch(n) {
+      for (let i = 0; i < n; i++) sink += runIn(LABELS, work);
+    },
+    ops: 1,
+  },
+  // ns per `await null` inside a labeled context
+  'await-in': {
+    unit: 'ns/await',
+    batch(n) {
+      return runIn(LABELS, () => awaitLoop(n * AWAITS_PER_UNIT));
+    },
+    ops: AWAITS_PER_UNIT,
+  },
+  // ns per `await null` outside any labels, after labels were used once
+  'await-out': {
+    unit: 'ns/await',
+    before() { runIn(LABELS, work); },
+    batch(n) {
+      return awaitLoop(n * AWAITS_PER_UNIT);
+    },
+    ops: AWAITS_PER_UNIT,
+  },
+  // ns per setImmediate hop inside a labeled context (callback path; diagnostic)
+  'immediate-in': {
+    unit: 'ns/hop',
+    batch(n) {
+      return runIn(LABELS, () => immediateLoop(n * 100));
+    },
+    ops: 100,
+  },
+  // ns per request: 100 concurrent runIn(3 labels) around 5 awaits
+  request: {
+    unit: 'ns/request',
+    async batch(n) {
+      for (let b = 0; b < n; b++) {
+        const all = new Array(100);
+        for (let i = 0; i < 100; i++) all[i] = runIn(REQUEST_LABELS[i], handler);
+        await Promise.all(all);
+      }
+    },
+    ops: 100,
+  },
+};
+
+async function main() {
+  const c = cases[caseName];
+  if (!c) throw new Error(`unknown case ${caseName}; one of ${Object.keys(cases).join(', ')}`);
+  setup();
+  if (c.before) c.before();
+  const result = await measure((n) => c.batch(n), c.ops);
+  let lib = null;
+  if (variant === 'labels') {
+    try { lib = require(path.join(ROOT, 'lib/context')).state().mechanism; } catch { lib = '?'; }
+  }
+  console.log(JSON.stringify({
+    case: caseName, variant, unit: c.unit, ...result, node: process.version,
+    mechanism: lib || mechanism, sink: sink > 0 ? 1 : 0,
+  }));
+}
+
+main().catch((err) => { console.error(err); process.exit(1); });

