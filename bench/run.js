@@ -16,6 +16,12 @@
 //   --duration S              HTTP/worker load duration per run (full 10 s)
 //   --http-rounds N           rounds for HTTP and worker runs (default: --rounds)
 //   --only a,b                sections: micro, floors, hops, http, workers, memory
+//                             (floors adds the empty-hook variants to micro,
+//                             http and workers; it runs nothing by itself)
+//   --node-arg ARG            pass ARG to every child Node (repeatable), e.g.
+//                             --node-arg=--experimental-async-context-frame
+//   --cases a,b               micro cases only: sync, sync-new-values, await-in,
+//                             await-out, request, immediate-in
 //   --root DIR                the customlabels package to measure (default:
 //                             this repository; e.g. an unpacked snapshot)
 //   --json FILE               also write every raw measurement to FILE
@@ -28,12 +34,13 @@ const path = require('node:path');
 const BENCH = __dirname;
 // The customlabels package under test: this repository unless --root says otherwise.
 let ROOT = path.join(__dirname, '..');
+let NODE_ARGS = []; // --node-arg
 
 // ---------------------------------------------------------------------------
 // Options.
 
 function parseArgs(argv) {
-  const o = { full: false, nodes: [], rounds: null, duration: null, httpRounds: null, only: null, json: null, root: null };
+  const o = { full: false, nodes: [], rounds: null, duration: null, httpRounds: null, only: null, json: null, root: null, nodeArgs: [], cases: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -49,6 +56,9 @@ function parseArgs(argv) {
     else if (a === '--only') o.only = next().split(',');
     else if (a === '--json') o.json = next();
     else if (a === '--root') o.root = path.resolve(next());
+    else if (a === '--node-arg') o.nodeArgs.push(next());
+    else if (a === '--cases') o.cases = next().split(',');
+    else if (a.startsWith('--node-arg=')) o.nodeArgs.push(a.slice('--node-arg='.length));
     else if (a === '--help' || a === '-h') {
       const head = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
       console.log(head.slice(0, head.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
@@ -84,7 +94,7 @@ function childEnv() {
 
 function runChild(node, args, { input = false, timeoutMs = 600000 } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(node, args, { cwd: BENCH, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(node, [...NODE_ARGS, ...args], { cwd: BENCH, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => { out += d; });
@@ -170,19 +180,24 @@ async function micro(node, o, info) {
       extra: floorsToo ? ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech', 'part-run'] : ['floor-mech'] },
   ];
   if (floorsToo) {
+    cases.splice(1, 0, { name: 'sync-new-values', title: 'sync withLabels, new value every call (diagnostic)', target: null,
+      extra: ['plain', 'part-derive'] });
     cases.push({ name: 'immediate-in', title: 'await setImmediate inside labels (diagnostic)', target: null,
       extra: ['plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech'] });
   }
   const results = {};
   for (const c of cases) {
+    if (o.cases && !o.cases.includes(c.name)) continue;
     const variants = ['baseline', 'labels', ...c.extra];
     const got = await alternate(o.rounds, variants,
       (v) => runChild(node, ['micro.js', c.name, v, String(batchMs), String(batches)]), `${info.version} ${c.name}`);
     const med = {};
+    const wall = {};
     for (const v of variants) {
       med[v] = got[v].some((x) => x.unsupported) ? NaN : median(got[v].map((x) => x.value));
+      wall[v] = got[v].some((x) => x.unsupported) ? NaN : median(got[v].map((x) => x.wall));
     }
-    results[c.name] = { ...c, unit: got.labels[0].unit, med, all: got };
+    results[c.name] = { ...c, unit: got.labels[0].unit, med, wall, all: got };
   }
   return results;
 }
@@ -207,7 +222,7 @@ try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) |
 // and server CPU per request.
 async function loadRun(node, variant, threads, duration) {
   const autocannon = require('autocannon');
-  const child = spawn(node, ['http-server.js', variant, String(threads)], { cwd: BENCH, env: childEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(node, [...NODE_ARGS, 'http-server.js', variant, String(threads)], { cwd: BENCH, env: childEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
   const ready = await new Promise((resolve, reject) => {
@@ -259,12 +274,13 @@ async function loadRun(node, variant, threads, duration) {
 }
 
 async function http(node, o, info, threads) {
-  const got = await alternate(o.httpRounds, ['baseline', 'labels'],
+  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-mech'] : ['baseline', 'labels'];
+  const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
-  const m = (v, k) => median(got[v].map((x) => x[k]));
+  const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), floor: m('floor-mech', k) };
   }
   out.all = got;
   return out;
@@ -322,7 +338,7 @@ async function benchOne(nodeSpec, o) {
   const lines = [];
   const say = (s = '') => { lines.push(s); console.log(s); };
   const started = new Date();
-  say(`\n=== customlabels benchmarks: Node ${info.version} (${node}); package ${ROOT}`);
+  say(`\n=== customlabels benchmarks: Node ${info.version} (${[node, ...NODE_ARGS].join(' ')}); package ${ROOT}`);
   say(`mechanism: ${info.mechanism}; mode: ${o.full ? 'full' : 'quick'}; ${o.rounds} rounds of alternating processes, medians; ` +
       'ns figures are on-CPU time of the JS thread; '+
       `${started.toISOString()}; load average ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
@@ -331,7 +347,7 @@ async function benchOne(nodeSpec, o) {
   const floorRows = [];
   const report = { node: info.version, mechanism: info.mechanism, major };
 
-  if (o.sections.has('micro') || o.sections.has('floors')) {
+  if (o.sections.has('micro')) {
     const m = await micro(node, o, info);
     report.micro = m;
     for (const c of Object.values(m)) {
@@ -339,7 +355,7 @@ async function benchOne(nodeSpec, o) {
       const ratio = c.med.labels / c.med.baseline;
       const floor = c.med['floor-mech'];
       rows.push([
-        c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit), fmtRatio(ratio), `<= ${c.target}x`,
+        c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit), `${fmtRatio(ratio)} (wall ${fmtRatio(c.wall.labels / c.wall.baseline)})`, `<= ${c.target}x`,
         verdict(ratio <= c.target), c.issue2 ? `${verdict(ratio <= c.issue2)} (<= ${c.issue2}x)` : '',
         Number.isFinite(floor) ? `${fmtNs(floor, c.unit)} (${fmtRatio(floor / c.med.baseline)})` : '',
       ]);
@@ -348,8 +364,8 @@ async function benchOne(nodeSpec, o) {
       for (const c of Object.values(m)) {
         const b = c.med.baseline;
         const cells = (v) => (v in c.med ? (Number.isFinite(c.med[v]) ? `${fmtNs(c.med[v], c.unit)} ${c.med[v] - b >= 0 ? '+' : ''}${(c.med[v] - b).toFixed(0)}` : 'n/a') : '');
-        if (c.name === 'sync') {
-          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), `derive only: ${cells('part-derive')}`, `context.run only: ${cells('part-run')}`, '', '', `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
+        if (c.name.startsWith('sync')) {
+          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), `derive only: ${cells('part-derive')}`, 'part-run' in c.med ? `context.run only: ${cells('part-run')}` : '', '', '', `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
         } else {
           floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), cells('floor-ah'), cells('floor-ph'), cells('floor-ahnp'), cells('floor-mech'), `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
           if ('part-run' in c.med) floorRows.push(['', '', '', '', '', '', `sets prebuilt: ${cells('part-run')}`, '']);
@@ -363,17 +379,19 @@ async function benchOne(nodeSpec, o) {
     report.http = h;
     const tr = h.rps.labels / h.rps.baseline;
     const lr = h.p99.labels / h.p99.baseline;
-    rows.push([`HTTP throughput (50 conn, ${o.duration} s)`, `${h.rps.baseline.toFixed(0)} req/s`, `${h.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.97x', verdict(tr >= 0.97), '', '']);
-    rows.push(['HTTP p99 latency', `${h.p99.baseline.toFixed(2)} ms`, `${h.p99.labels.toFixed(2)} ms`, fmtRatio(lr), '<= 1.05x', verdict(lr <= 1.05), '', '']);
-    rows.push(['  HTTP server CPU per request (diag.)', `${h.cpuUsPerReq.baseline.toFixed(1)} µs`, `${h.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(h.cpuUsPerReq.labels / h.cpuUsPerReq.baseline), '', '', '', '']);
+    const fl = (k, f) => (Number.isFinite(h[k].floor) ? `${f(h[k].floor)} (${fmtRatio(h[k].floor / h[k].baseline)})` : '');
+    rows.push([`HTTP throughput (50 conn, ${o.duration} s)`, `${h.rps.baseline.toFixed(0)} req/s`, `${h.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.97x', verdict(tr >= 0.97), '', fl('rps', (x) => `${x.toFixed(0)} req/s`)]);
+    rows.push(['HTTP p99 latency', `${h.p99.baseline.toFixed(2)} ms`, `${h.p99.labels.toFixed(2)} ms`, fmtRatio(lr), '<= 1.05x', verdict(lr <= 1.05), '', fl('p99', (x) => `${x.toFixed(2)} ms`)]);
+    rows.push(['  HTTP server CPU per request (diag.)', `${h.cpuUsPerReq.baseline.toFixed(1)} µs`, `${h.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(h.cpuUsPerReq.labels / h.cpuUsPerReq.baseline), '', '', '', fl('cpuUsPerReq', (x) => `${x.toFixed(1)} µs`)]);
   }
 
   if (o.sections.has('workers')) {
     const w = await http(node, o, info, 2);
     report.workers = w;
     const tr = w.rps.labels / w.rps.baseline;
-    rows.push([`2 worker threads throughput (${o.duration} s)`, `${w.rps.baseline.toFixed(0)} req/s`, `${w.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.95x', verdict(tr >= 0.95), '', '']);
-    rows.push(['  workers server CPU per request (diag.)', `${w.cpuUsPerReq.baseline.toFixed(1)} µs`, `${w.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(w.cpuUsPerReq.labels / w.cpuUsPerReq.baseline), '', '', '', '']);
+    const fl = (k, f) => (Number.isFinite(w[k].floor) ? `${f(w[k].floor)} (${fmtRatio(w[k].floor / w[k].baseline)})` : '');
+    rows.push([`2 worker threads throughput (${o.duration} s)`, `${w.rps.baseline.toFixed(0)} req/s`, `${w.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.95x', verdict(tr >= 0.95), '', fl('rps', (x) => `${x.toFixed(0)} req/s`)]);
+    rows.push(['  workers server CPU per request (diag.)', `${w.cpuUsPerReq.baseline.toFixed(1)} µs`, `${w.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(w.cpuUsPerReq.labels / w.cpuUsPerReq.baseline), '', '', '', fl('cpuUsPerReq', (x) => `${x.toFixed(1)} µs`)]);
   }
 
   if (o.sections.has('memory')) {
@@ -439,6 +457,7 @@ async function benchOne(nodeSpec, o) {
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   if (o.root) ROOT = o.root;
+  NODE_ARGS = o.nodeArgs;
   const reports = [];
   for (const n of o.nodes) reports.push(await benchOne(n, o));
   if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, reports, raw }, null, 1));

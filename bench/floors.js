@@ -1,0 +1,60 @@
+'use strict';
+// The "floor" of each hook mechanism: the same hooks customlabels may use,
+// with empty bodies, so a benchmark can show what the mechanism alone costs
+// on this Node version next to what customlabels costs.
+
+const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const v8 = require('node:v8');
+
+function noop() {}
+
+// Mirrors the probes in lib/context.js, without loading it.
+function usesAsyncContextFrame() {
+  const probe = new AsyncLocalStorage();
+  const resource = executionAsyncResource();
+  const count = () => Object.getOwnPropertySymbols(resource).length;
+  const outside = count();
+  const inside = probe.run(true, count);
+  probe.disable();
+  return inside === outside;
+}
+
+function canSkipPromises() {
+  let tracked = false;
+  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
+  probe.enable();
+  Promise.resolve();
+  probe.disable();
+  return !tracked;
+}
+
+// Each enables its empty hooks and returns a description, or null where the
+// mechanism does not exist on this Node.
+const floors = {
+  'floor-ah'() {
+    createHook({ before: noop, after: noop }).enable();
+    return 'createHook({before,after})';
+  },
+  'floor-ph'() {
+    v8.promiseHooks.onBefore(noop);
+    v8.promiseHooks.onAfter(noop);
+    return 'v8.promiseHooks onBefore/onAfter';
+  },
+  'floor-ahnp'() {
+    if (!canSkipPromises()) return null;
+    createHook({ before: noop, after: noop, trackPromises: false }).enable();
+    return 'createHook({before,after,trackPromises:false})';
+  },
+  // What lib/context.js picks on this Node.
+  'floor-mech'() {
+    if (usesAsyncContextFrame() && canSkipPromises()) {
+      floors['floor-ahnp']();
+      floors['floor-ph']();
+      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks';
+    }
+    floors['floor-ah']();
+    return 'createHook({before,after})';
+  },
+};
+
+module.exports = { floors, usesAsyncContextFrame, canSkipPromises };
