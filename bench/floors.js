@@ -3,30 +3,11 @@
 // with empty bodies, so a benchmark can show what the mechanism alone costs
 // on this Node version next to what customlabels costs.
 
-const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const { createHook } = require('node:async_hooks');
+const { usesAsyncContextFrame, canSkipPromises } = require('../lib/mechanism');
 const v8 = require('node:v8');
 
 function noop() {}
-
-// Mirrors the probes in lib/context.js, without loading it.
-function usesAsyncContextFrame() {
-  const probe = new AsyncLocalStorage();
-  const resource = executionAsyncResource();
-  const count = () => Object.getOwnPropertySymbols(resource).length;
-  const outside = count();
-  const inside = probe.run(true, count);
-  probe.disable();
-  return inside === outside;
-}
-
-function canSkipPromises() {
-  let tracked = false;
-  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
-  probe.enable();
-  Promise.resolve();
-  probe.disable();
-  return !tracked;
-}
 
 // Each enables its empty hooks and returns a description, or null where the
 // mechanism does not exist on this Node.

@@ -8,7 +8,8 @@
 // an async hop whose set did not change costs a comparison and no native
 // call; one whose set changed costs one 8-byte store.
 
-const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
+const { AsyncLocalStorage, createHook } = require('node:async_hooks');
+const { usesAsyncContextFrame, canSkipPromises } = require('./mechanism');
 const v8 = require('node:v8');
 const { slot } = require('./native');
 const { EMPTY } = require('./labelset');
@@ -51,27 +52,6 @@ function after() {
 // - Otherwise AsyncLocalStorage itself runs on async_hooks, and one
 //   createHook covers promises and callbacks alike.
 let mechanism = null;
-
-function usesAsyncContextFrame() {
-  // Resource-based AsyncLocalStorage stores its value on the current async
-  // resource; the frame-based one does not touch it.
-  const probe = new AsyncLocalStorage();
-  const resource = executionAsyncResource();
-  const count = () => Object.getOwnPropertySymbols(resource).length;
-  const outside = count();
-  const inside = probe.run(true, count);
-  probe.disable();
-  return inside === outside;
-}
-
-function canSkipPromises() {
-  let tracked = false;
-  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
-  probe.enable();
-  Promise.resolve();
-  probe.disable();
-  return !tracked;
-}
 
 function enable() {
   if (usesAsyncContextFrame() && canSkipPromises()) {
