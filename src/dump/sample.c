@@ -202,6 +202,17 @@ static uint32_t get_u32(const unsigned char *p) {
   return v;
 }
 
+/* Decodes one label of a serialized set key and returns where the next one starts. */
+static const unsigned char *next_label(const unsigned char *p, const unsigned char **k,
+                                       uint32_t *kl, const unsigned char **v, uint32_t *vl) {
+  *kl = get_u32(p);
+  *k = p + 4;
+  p = *k + *kl;
+  *vl = get_u32(p);
+  *v = p + 4;
+  return *v + *vl;
+}
+
 static void print_key_json(FILE *out, const unsigned char *key) {
   fputs(", \"labels\": ", out);
   if (key[0] == 'N' || key[0] == 'E') {
@@ -216,12 +227,9 @@ static void print_key_json(FILE *out, const unsigned char *key) {
   const unsigned char *p = key + 5;
   fputc('{', out);
   for (uint32_t i = 0; i < count; i++) {
-    uint32_t kl = get_u32(p);
-    const unsigned char *k = p + 4;
-    p = k + kl;
-    uint32_t vl = get_u32(p);
-    const unsigned char *v = p + 4;
-    p = v + vl;
+    const unsigned char *k, *v;
+    uint32_t kl, vl;
+    p = next_label(p, &k, &kl, &v, &vl);
     if (i > 0) fputs(", ", out);
     cld_json_string(out, k, kl);
     fputs(": ", out);
@@ -246,12 +254,9 @@ static void print_key_text(FILE *out, const unsigned char *key) {
   }
   const unsigned char *p = key + 5;
   for (uint32_t i = 0; i < count; i++) {
-    uint32_t kl = get_u32(p);
-    const unsigned char *k = p + 4;
-    p = k + kl;
-    uint32_t vl = get_u32(p);
-    const unsigned char *v = p + 4;
-    p = v + vl;
+    const unsigned char *k, *v;
+    uint32_t kl, vl;
+    p = next_label(p, &k, &kl, &v, &vl);
     if (i > 0) fputc(' ', out);
     cld_text_label(out, k, kl, v, vl);
   }
