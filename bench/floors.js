@@ -8,6 +8,7 @@ const { usesAsyncContextFrame, canSkipPromises } = require('../lib/mechanism');
 const v8 = require('node:v8');
 
 function noop() {}
+let sink; // keeps the reads of floor-read
 
 // Each enables its empty hooks and returns a description, or null where the
 // mechanism does not exist on this Node.
@@ -25,6 +26,19 @@ const floors = {
     if (!canSkipPromises()) return null;
     createHook({ before: noop, after: noop, trackPromises: false }).enable();
     return 'createHook({before,after,trackPromises:false})';
+  },
+  // The mechanism's hooks, each reading the current AsyncLocalStorage store
+  // (the least a hook must learn: which context is about to run).
+  'floor-read'(als) {
+    const read = () => { sink = als.getStore(); };
+    if (usesAsyncContextFrame() && canSkipPromises()) {
+      createHook({ before: read, after: noop, trackPromises: false }).enable();
+      v8.promiseHooks.onBefore(read);
+      v8.promiseHooks.onAfter(noop);
+      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks, before reads the store';
+    }
+    createHook({ before: read, after: noop }).enable();
+    return 'createHook({before,after}), before reads the store';
   },
   // What lib/context.js picks on this Node.
   'floor-mech'() {

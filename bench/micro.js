@@ -16,6 +16,8 @@
 //   floor-ahnp baseline + an empty createHook({ before, after, trackPromises: false })
 //   floor-mech baseline + the empty hooks of the mechanism lib/context.js
 //              picks on this Node (ah on 20/22, ahnp + ph with AsyncContextFrame)
+//   floor-read the same hooks, `before` reading the baseline's store
+//   floor-check baseline + the input checks withLabels must make per call
 //   part-derive / part-run: the two halves of withLabels, through lib/'s
 //              internal modules (diagnostic; may break when lib/ changes):
 //              sync*: derive() alone / context.run() with a prebuilt set;
@@ -82,9 +84,28 @@ function setup() {
   const als = new AsyncLocalStorage();
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
+  if (variant === 'floor-check') {
+    // The input checks withLabels must make on every call (issue 2: a
+    // plain object, values of the allowed types, no symbol keys, fn a
+    // function), then als.run: what the API costs before any label work.
+    const hasOwn = Object.prototype.hasOwnProperty;
+    runIn = (labels, fn) => {
+      if (typeof fn !== 'function' || labels === null || typeof labels !== 'object') throw new TypeError('bad input');
+      const proto = Object.getPrototypeOf(labels);
+      if (proto !== Object.prototype && proto !== null) throw new TypeError('labels');
+      for (const key in labels) {
+        if (!hasOwn.call(labels, key)) continue;
+        const v = labels[key];
+        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint' && v != null) throw new TypeError(key);
+      }
+      if (Object.getOwnPropertySymbols(labels).length !== 0) throw new TypeError('symbol key');
+      return als.run(labels, fn);
+    };
+    return;
+  }
   const floor = floors[variant];
   if (!floor) throw new Error(`unknown variant ${variant}`);
-  mechanism = floor();
+  mechanism = floor(als);
   if (mechanism === null) {
     console.log(JSON.stringify({ case: caseName, variant, unsupported: true, node: process.version }));
     process.exit(0);

@@ -23,8 +23,11 @@ const TWO32 = 4294967296;
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
+let nextId = 0;
+
 class LabelSet {
   constructor(keys, values, word, address, chunk) {
+    this.id = nextId++; // tells parents apart in derive()'s cache
     this.keys = keys; // strings, unique, in storage order
     this.values = values; // strings
     this.word = word; // the address as the double with the same bits; 0 for none
@@ -68,7 +71,12 @@ class Chunk {
 let current = null;
 
 function chunkFor(size) {
-  if (current === null || current.used + size > current.bytes.length) current = new Chunk();
+  if (current === null || current.used + size > current.bytes.length) {
+    // The reuse cache may only keep sets of the chunk being filled, which
+    // `current` keeps alive anyway; so it pins nothing once that is done.
+    forgetReusable();
+    current = new Chunk();
+  }
   return current;
 }
 
@@ -115,6 +123,19 @@ function writeString(chunk, offset, s, length) {
   }
 }
 
+// Copies `s` to bytes[at...] if it is all ASCII (then its UTF-8 bytes are its
+// code units) and returns where it ends; returns -1 at the first other
+// character, leaving what it wrote in unused space.
+function copyAscii(bytes, at, s) {
+  const n = s.length;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return -1;
+    bytes[at + i] = c;
+  }
+  return at + n;
+}
+
 function quote(key) {
   return JSON.stringify(key);
 }
@@ -130,6 +151,58 @@ function encode(keys, values, who) {
   if (n > LIMITS.maxLabels) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${n}`);
   }
+  if (binding !== null) {
+    const set = encodeAscii(keys, values, n);
+    if (set !== null) return set;
+  }
+  return encodeAny(keys, values, n, who);
+}
+
+// The common case in one pass: every string ASCII and, counted in code
+// units, within the limits.  Writes into the free space of the current
+// chunk and takes it only when the whole set is written; returns null,
+// having taken nothing, when some string is not ASCII or not within the
+// limits, for encodeAny to check (and report) byte by byte.
+function encodeAscii(keys, values, n) {
+  let chars = 0;
+  for (let i = 0; i < n; i++) {
+    const kl = keys[i].length;
+    const vl = values[i].length;
+    if (kl === 0 || kl > LIMITS.maxKeyBytes || vl > LIMITS.maxValueBytes) return null;
+    chars += kl + vl;
+  }
+  const size = (SET_SIZE + n * LABEL_SIZE + chars + ALIGN - 1) & ~(ALIGN - 1);
+  const chunk = chunkFor(size);
+  const bytes = chunk.bytes;
+  const words = chunk.words;
+  const base = chunk.base;
+  const offset = chunk.used;
+  let entry = offset + SET_SIZE;
+  let str = entry + n * LABEL_SIZE;
+  for (let i = 0; i < n; i++, entry += LABEL_SIZE) {
+    const kAt = str;
+    str = copyAscii(bytes, str, keys[i]);
+    if (str < 0) return null;
+    const vAt = str;
+    str = copyAscii(bytes, str, values[i]);
+    if (str < 0) return null;
+    put64(words, entry, vAt - kAt);
+    put64(words, entry + 8, base + kAt);
+    put64(words, entry + 16, str - vAt);
+    // A value's buf is never NULL, even when it is empty.
+    put64(words, entry + 24, base + vAt);
+  }
+  const address = base + offset;
+  put64(words, offset, address + SET_SIZE);
+  put64(words, offset + 8, n);
+  put64(words, offset + 16, n);
+  chunk.used = offset + size;
+  return new LabelSet(keys, values, wordOf(address), address, chunk);
+}
+
+// Any well-formed strings: measures each in UTF-8 first, so that a limit is
+// reported in bytes, then writes.
+function encodeAny(keys, values, n, who) {
   let stringBytes = 0;
   for (let i = 0; i < n; i++) {
     const k = keys[i];
@@ -173,7 +246,6 @@ function encode(keys, values, who) {
     str += kl;
     writeString(chunk, str, values[i], vl);
     put64(words, entry + 16, vl);
-    // A value's buf is never NULL, even when it is empty.
     put64(words, entry + 24, base + str);
     str += vl;
   }
@@ -193,27 +265,97 @@ function describe(value) {
   return `type ${typeof value}`;
 }
 
-// The last set derive() made, with what it was made from.  Label sets
-// repeat (a loop, a route handler): the same labels object, or the same
-// contents, in the same parent give the same set again without building one.
-// One entry only, so nothing is kept alive that could not be installed soon.
-let lastParent;
-let lastSet;
-let lastKeys = []; // own enumerable keys of the last labels object, in order
-let lastValues = []; // their values, as given
+// ---------------------------------------------------------------------------
+// Making sets, and reusing them.
+//
+// Label sets repeat: a loop, a route handler, concurrent requests of the
+// same few routes or users.  derive() keeps the sets it made in a small
+// two-way set-associative cache, keyed by the parent and the labels object's
+// own keys and values as given, and returns the cached set when they all
+// match.  The
+// entry derive() returned last is tried first, without hashing.  Entries
+// are dropped whenever a new chunk is started, so the cache never keeps a
+// finished chunk alive (see chunkFor).
 
-// True when `labels` has exactly the keys and values of the last call.
-// Reads each property once, as the full path would.
-function unchanged(labels) {
-  const keys = lastKeys;
-  const values = lastValues;
+const REUSE_ENTRIES = 1024; // a power of two
+
+class Reusable {
+  constructor() {
+    this.count = -1; // labels in `keys`/`values`; -1 for an empty entry
+    this.parent = undefined;
+    this.set = undefined;
+    this.keys = ['']; // own enumerable keys of the labels object, in order
+    this.values = ['']; // their values as given: strings or other primitives
+    this.used = 0; // when it was last returned, to evict the older of two
+  }
+}
+
+const reusable = Array.from({ length: REUSE_ENTRIES }, () => new Reusable());
+let last = reusable[0];
+let clock = 0;
+// The entries filled since the cache was last emptied.
+const filled = [];
+
+function forgetReusable() {
+  for (let i = 0; i < filled.length; i++) {
+    const entry = filled[i];
+    entry.count = -1;
+    entry.parent = undefined;
+    entry.set = undefined;
+    entry.used = 0;
+  }
+  filled.length = 0;
+}
+
+// Where derive() reads the labels object.  Only strings and primitives.
+const givenKeys = [''];
+const givenValues = [''];
+// Where build() merges; only strings.
+const mergedKeys = [''];
+const mergedValues = [''];
+
+function isOtherValue(raw) {
+  switch (typeof raw) {
+    case 'number': case 'boolean': case 'bigint': case 'undefined': return true;
+    default: return raw === null;
+  }
+}
+
+// A few characters of a string, enough to tell apart the values that
+// usually differ (ids, counters, routes) at the cost of four reads.
+function mixString(h, s) {
+  const l = s.length;
+  h = Math.imul(h ^ l, 0x01000193);
+  if (l === 0) return h;
+  h = Math.imul(h ^ s.charCodeAt(l - 1), 0x01000193);
+  h = Math.imul(h ^ s.charCodeAt(l >> 1), 0x01000193);
+  h = Math.imul(h ^ s.charCodeAt(l >> 2), 0x01000193);
+  return Math.imul(h ^ s.charCodeAt(l - 1 - (l >> 3)), 0x01000193);
+}
+
+// True when `labels` has exactly the keys and values of `entry`.  Reads
+// each property once, as the full path would.
+function matches(entry, labels) {
+  const keys = entry.keys;
+  const values = entry.values;
+  const count = entry.count;
   let i = 0;
   for (const key in labels) {
     if (!hasOwn.call(labels, key)) continue;
-    if (i === keys.length || keys[i] !== key || values[i] !== labels[key]) return false;
+    if (i === count || keys[i] !== key || values[i] !== labels[key]) return false;
     i++;
   }
-  return i === keys.length;
+  return i === count;
+}
+
+function sameGiven(entry, n) {
+  if (entry.count !== n) return false;
+  const keys = entry.keys;
+  const values = entry.values;
+  for (let i = 0; i < n; i++) {
+    if (keys[i] !== givenKeys[i] || values[i] !== givenValues[i]) return false;
+  }
+  return true;
 }
 
 // The set that `labels` makes inside `parent`: parent's labels, overridden by
@@ -221,72 +363,105 @@ function unchanged(labels) {
 // itself when nothing changes.  Throws TypeError/RangeError before it
 // changes anything.
 function derive(parent, labels, who) {
-  if (parent === lastParent && isPlainObject(labels) && unchanged(labels) &&
-      Object.getOwnPropertySymbols(labels).length === 0) {
-    return lastSet;
-  }
-  return build(parent, labels, who);
-}
-
-function build(parent, labels, who) {
   if (!isPlainObject(labels)) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
-  const base = parent === undefined ? EMPTY : parent;
-  const givenKeys = [];
-  const givenValues = [];
-  let keys = null;
-  let values = null;
+  if (last.parent === parent && last.count >= 0 && matches(last, labels)) {
+    checkSymbols(labels, who);
+    return last.set;
+  }
+  // Read and check every property before anything else happens.
+  let n = 0;
+  let h = parent === undefined ? -1 : parent.id;
   for (const key in labels) {
     if (!hasOwn.call(labels, key)) continue;
     const raw = labels[key];
-    let value;
-    switch (typeof raw) {
-      case 'string': value = raw; break;
-      case 'number': case 'boolean': case 'bigint': value = String(raw); break;
-      case 'undefined': value = null; break;
-      default:
-        if (raw !== null) {
-          throw new TypeError(`${who}: labels[${quote(key)}] must be a string, number, boolean, bigint, null or undefined, got ${describe(raw)}`);
-        }
-        value = null;
-    }
-    givenKeys.push(key);
-    givenValues.push(raw);
-    if (keys === null) {
-      keys = base.keys.slice();
-      values = base.values.slice();
-    }
-    const at = keys.indexOf(key);
-    if (value === null) {
-      if (at !== -1) {
-        keys.splice(at, 1);
-        values.splice(at, 1);
-      }
-    } else if (at !== -1) {
-      values[at] = value;
+    if (typeof raw === 'string') {
+      h = mixString(h, raw);
+    } else if (isOtherValue(raw)) {
+      h = Math.imul(h ^ (typeof raw === 'number' ? raw | 0 : 7), 0x01000193);
     } else {
-      keys.push(key);
-      values.push(value);
+      throw new TypeError(`${who}: labels[${quote(key)}] must be a string, number, boolean, bigint, null or undefined, got ${describe(raw)}`);
     }
+    givenKeys[n] = key;
+    givenValues[n] = raw;
+    n++;
   }
-  if (Object.getOwnPropertySymbols(labels).length !== 0) {
-    throw new TypeError(`${who}: labels keys must be strings; a symbol key was given`);
+  checkSymbols(labels, who);
+  const at = (h ^ (h >>> 15)) & (REUSE_ENTRIES - 1);
+  const one = reusable[at];
+  const other = reusable[at ^ 1];
+  if (one.parent === parent && sameGiven(one, n)) return reuse(one);
+  if (other.parent === parent && sameGiven(other, n)) return reuse(other);
+  const set = build(parent, n, who);
+  const entry = one.used <= other.used ? one : other;
+  if (entry.count < 0) filled.push(entry);
+  entry.used = ++clock;
+  entry.count = n;
+  entry.parent = parent;
+  entry.set = set;
+  for (let i = 0; i < n; i++) {
+    entry.keys[i] = givenKeys[i];
+    entry.values[i] = givenValues[i];
   }
-  const set = keys === null || sameLabels(base, keys, values) ? parent : encode(keys, values, who);
-  lastParent = parent;
-  lastSet = set;
-  lastKeys = givenKeys;
-  lastValues = givenValues;
+  last = entry;
   return set;
 }
 
-function sameLabels(set, keys, values) {
-  if (set.keys.length !== keys.length) return false;
-  for (let i = 0; i < keys.length; i++) {
-    if (set.keys[i] !== keys[i] || set.values[i] !== values[i]) return false;
+function reuse(entry) {
+  entry.used = ++clock;
+  last = entry;
+  return entry.set;
+}
+
+function checkSymbols(labels, who) {
+  if (Object.getOwnPropertySymbols(labels).length !== 0) {
+    throw new TypeError(`${who}: labels keys must be strings; a symbol key was given`);
   }
-  return true;
+}
+
+// Merges the n labels in givenKeys/givenValues into the parent's labels.
+function build(parent, n, who) {
+  const base = parent === undefined ? EMPTY : parent;
+  const keys = mergedKeys;
+  const values = mergedValues;
+  let m = base.keys.length;
+  for (let j = 0; j < m; j++) {
+    keys[j] = base.keys[j];
+    values[j] = base.values[j];
+  }
+  let changed = false;
+  for (let i = 0; i < n; i++) {
+    const key = givenKeys[i];
+    const raw = givenValues[i];
+    let at = -1;
+    for (let j = 0; j < m; j++) {
+      if (keys[j] === key) { at = j; break; }
+    }
+    if (raw == null) {
+      if (at === -1) continue;
+      m--;
+      for (let j = at; j < m; j++) {
+        keys[j] = keys[j + 1];
+        values[j] = values[j + 1];
+      }
+      changed = true;
+      continue;
+    }
+    const value = typeof raw === 'string' ? raw : String(raw);
+    if (at === -1) {
+      keys[m] = key;
+      values[m] = value;
+      m++;
+      changed = true;
+    } else if (values[at] !== value) {
+      values[at] = value;
+      changed = true;
+    }
+  }
+  // The set gets copies of the merged arrays only if something changed;
+  // otherwise it is the parent.
+  return changed ? encode(keys.slice(0, m), values.slice(0, m), who) : parent;
 }
 
 function arenaStats() {

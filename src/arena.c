@@ -37,7 +37,7 @@ static cl_status_t take_slot(cl_arena_t *arena, uint32_t *out) {
 static cl_chunk_t *map_chunk(void) {
   /* A mapping of its own, so that giving it back returns the memory. */
   void *p = mmap(NULL, CL_CHUNK_BYTES, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 

@@ -186,6 +186,42 @@ describe('withLabels: what the thread publishes', () => {
     assert.deepEqual(seen, expected);
   });
 
+  it('publishes the right set for many interleaved label sets, reusing identical ones', () => {
+    // Many distinct sets in two parents, round after round: every call must
+    // publish exactly its own labels, and a repeated set in the same parent
+    // is mostly the same bytes again.  Reuse is dropped whenever the arena
+    // starts a new chunk, so each round is compared with the one before.
+    let previous = new Map();
+    let reused = 0;
+    for (let round = 0; round < 3; round++) {
+      const now = new Map();
+      for (let i = 0; i < 150; i++) {
+        const parent = i % 2 ? { tenant: 'odd' } : { tenant: 'even' };
+        withLabels(parent, () => withLabels({ user: `user-${i}`, n: i, on: i % 3 === 0 }, () => {
+          assert.deepEqual(tls.published(), { ...parent, user: `user-${i}`, n: String(i), on: String(i % 3 === 0) });
+          now.set(i, tls.address());
+          if (previous.get(i) === tls.address()) reused++;
+        }));
+      }
+      previous = now;
+    }
+    assert.ok(reused >= 100, `identical sets were reused (${reused} of 300)`);
+  });
+
+  it('tells apart values that differ only where the reuse cache does not look', () => {
+    // Same length, same characters at the positions the cache hashes: the
+    // cache must compare whole values, never trust the hash.
+    const seen = [];
+    for (let round = 0; round < 2; round++) {
+      for (const c of 'abcdefgh') {
+        const value = c + 'x'.repeat(15);
+        withLabels({ v: value }, () => seen.push(tls.published().v));
+      }
+    }
+    const expected = [...'abcdefgh'].map((c) => c + 'x'.repeat(15));
+    assert.deepEqual(seen, [...expected, ...expected]);
+  });
+
   it('accepts the documented limits exactly', () => {
     const labels = {};
     for (let i = 0; i < limits.maxLabels; i++) labels[`k${i}`.padEnd(limits.maxKeyBytes, 'k')] = 'v'.repeat(limits.maxValueBytes);
