@@ -129,7 +129,6 @@ static napi_value stats(napi_env env, napi_callback_info info) {
   if (!set_number(env, result, "liveChunks", (double)arena->live_chunks) ||
       !set_number(env, result, "liveBytes", (double)arena->live_chunks * CL_CHUNK_BYTES) ||
       !set_number(env, result, "arenaBytes", (double)cl_arena_bytes(arena)) ||
-      !set_number(env, result, "spareChunks", (double)arena->nspare) ||
       !set_number(env, result, "chunksAllocated", (double)arena->chunks_allocated) ||
       !set_number(env, result, "chunksReleased", (double)arena->chunks_released))
     return NULL;

@@ -14,7 +14,7 @@ void cl_arena_init(cl_arena_t *arena) {
 }
 
 size_t cl_arena_bytes(const cl_arena_t *arena) {
-  return (arena->live_chunks + arena->nspare) * (size_t)CL_CHUNK_BYTES;
+  return arena->live_chunks * (size_t)CL_CHUNK_BYTES;
 }
 
 static cl_status_t take_slot(cl_arena_t *arena, uint32_t *out) {
@@ -52,18 +52,11 @@ cl_status_t cl_arena_chunk_new(cl_arena_t *arena, cl_chunk_t **out) {
   if (status != CL_OK) return status;
   /*
    * Owner: the arena, through arena->slots[slot], until
-   * cl_arena_chunk_release() moves it to the spares or unmaps it, or
-   * cl_arena_destroy() unmaps it.  A reused chunk is zeroed so nothing stale
-   * is reachable from a new set.
+   * cl_arena_chunk_release() or cl_arena_destroy() unmaps it.  Fresh
+   * anonymous pages are zero, so nothing stale is reachable from a new set.
    */
-  cl_chunk_t *chunk;
-  if (arena->nspare > 0) {
-    chunk = arena->spare[--arena->nspare];
-    memset(chunk->data, 0, CL_CHUNK_DATA_BYTES);
-  } else {
-    chunk = map_chunk();
-    if (chunk == NULL) return CL_ENOMEM;
-  }
+  cl_chunk_t *chunk = map_chunk();
+  if (chunk == NULL) return CL_ENOMEM;
   chunk->id = arena->next_id++;
   chunk->slot = slot;
   arena->slots[slot] = chunk;
@@ -89,12 +82,7 @@ cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id
   if (slot < arena->free_hint) arena->free_hint = slot;
   arena->live_chunks--;
   arena->chunks_released++;
-  if (arena->nspare < CL_SPARE_CHUNKS) {
-    chunk->id = 0;
-    arena->spare[arena->nspare++] = chunk;
-  } else {
-    munmap(chunk, CL_CHUNK_BYTES);
-  }
+  munmap(chunk, CL_CHUNK_BYTES);
   return CL_OK;
 }
 
@@ -109,7 +97,6 @@ void cl_arena_destroy(cl_arena_t *arena) {
   for (uint32_t i = 0; i < arena->nslots; i++) {
     if (arena->slots[i] != NULL) munmap(arena->slots[i], CL_CHUNK_BYTES);
   }
-  for (uint32_t i = 0; i < arena->nspare; i++) munmap(arena->spare[i], CL_CHUNK_BYTES);
   free(arena->slots);
   cl_arena_init(arena);
 }

@@ -46,13 +46,12 @@ custom_labels_labelset_t **cl_slot(void);
  * A chunk is one anonymous mapping of CL_CHUNK_BYTES.  The thread's
  * JavaScript writes sets into it through an ArrayBuffer and gives a chunk
  * back when no set in it can be installed again.  The arena owns every chunk
- * it handed out until then.  It keeps up to CL_SPARE_CHUNKS given-back chunks
- * for reuse (fresh pages cost page faults) and unmaps the rest, so memory
- * returns to the system; it unmaps all of them when the thread's environment
- * is torn down.
+ * it handed out until then.  A chunk given back is unmapped at once, so the
+ * memory returns to the system (keeping a few for reuse measured no faster
+ * once chunks are populated at mmap); all are unmapped when the thread's
+ * environment is torn down.
  */
 #define CL_CHUNK_BYTES (64 * 1024)
-#define CL_SPARE_CHUNKS 2
 #define CL_ALIGN 8
 
 typedef struct cl_chunk {
@@ -68,8 +67,6 @@ typedef struct {
   cl_chunk_t **slots; /* chunks handed out, by slot; NULL where free */
   uint32_t nslots;
   uint32_t free_hint; /* lowest slot that may be free */
-  cl_chunk_t *spare[CL_SPARE_CHUNKS]; /* given back, kept for reuse */
-  uint32_t nspare;
   uint64_t next_id;
   size_t live_chunks;     /* handed out and not given back */
   uint64_t chunks_allocated;
@@ -86,7 +83,7 @@ typedef enum {
 void cl_arena_init(cl_arena_t *arena);
 /* Hands out a chunk of CL_CHUNK_DATA_BYTES for sets. */
 cl_status_t cl_arena_chunk_new(cl_arena_t *arena, cl_chunk_t **out);
-/* Bytes the arena holds: chunks handed out plus spare ones. */
+/* Bytes the arena holds: the chunks handed out. */
 size_t cl_arena_bytes(const cl_arena_t *arena);
 /* Frees one chunk; refuses if the calling thread's published set is in it. */
 cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id);
