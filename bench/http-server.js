@@ -2,8 +2,9 @@
 // The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
 // 3 labels), `baseline` (inside AsyncLocalStorage.run with the same label
-// object) or `floor-mech` (baseline + the empty hooks of the mechanism
-// customlabels uses on this Node).  THREADS = 0 (default) serves from the main thread; THREADS = k
+// object), `floor-mech` (baseline + the empty hooks of the mechanism
+// customlabels uses on this Node) or `floor-read` (baseline + those hooks,
+// `before` reading the store).  THREADS = 0 (default) serves from the main thread; THREADS = k
 // starts k worker threads, each with its own server on its own port (no
 // port sharing, which Node 20 workers cannot do), and the load generator
 // loads every port.
@@ -24,11 +25,12 @@ function serve(variant) {
   let runIn;
   if (variant === 'labels') {
     runIn = require(ROOT).withLabels;
-  } else if (variant === 'baseline' || variant === 'floor-mech') {
+  } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read') {
     const als = new AsyncLocalStorage();
     runIn = (labels, fn) => als.run(labels, fn);
-    // The baseline plus the empty hooks of the mechanism customlabels uses.
-    if (variant === 'floor-mech') require('./floors').floors['floor-mech']();
+    // The baseline plus the hooks of the mechanism customlabels uses: empty,
+    // or with `before` reading the store.
+    if (variant !== 'baseline') require('./floors').floors[variant](als);
   } else {
     throw new Error(`unknown variant ${variant}`);
   }

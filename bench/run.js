@@ -273,14 +273,20 @@ async function loadRun(node, variant, threads, duration) {
   }
 }
 
+// The floor cell of a load figure: empty hooks, then reading hooks.
+function loadFloors(figure, f) {
+  const cell = (v, label) => (Number.isFinite(v) ? `${label} ${f(v)} (${fmtRatio(v / figure.baseline)})` : '');
+  return [cell(figure.floor, 'empty'), cell(figure.floorRead, 'reading')].filter(Boolean).join(', ');
+}
+
 async function http(node, o, info, threads) {
-  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-mech'] : ['baseline', 'labels'];
+  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-mech', 'floor-read'] : ['baseline', 'labels'];
   const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
   const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k), floor: m('floor-mech', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), floor: m('floor-mech', k), floorRead: m('floor-read', k) };
   }
   out.all = got;
   return out;
@@ -381,7 +387,7 @@ async function benchOne(nodeSpec, o) {
     report.http = h;
     const tr = h.rps.labels / h.rps.baseline;
     const lr = h.p99.labels / h.p99.baseline;
-    const fl = (k, f) => (Number.isFinite(h[k].floor) ? `${f(h[k].floor)} (${fmtRatio(h[k].floor / h[k].baseline)})` : '');
+    const fl = (k, f) => loadFloors(h[k], f);
     rows.push([`HTTP throughput (50 conn, ${o.duration} s)`, `${h.rps.baseline.toFixed(0)} req/s`, `${h.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.97x', verdict(tr >= 0.97), '', fl('rps', (x) => `${x.toFixed(0)} req/s`)]);
     rows.push(['HTTP p99 latency', `${h.p99.baseline.toFixed(2)} ms`, `${h.p99.labels.toFixed(2)} ms`, fmtRatio(lr), '<= 1.05x', verdict(lr <= 1.05), '', fl('p99', (x) => `${x.toFixed(2)} ms`)]);
     rows.push(['  HTTP server CPU per request (diag.)', `${h.cpuUsPerReq.baseline.toFixed(1)} µs`, `${h.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(h.cpuUsPerReq.labels / h.cpuUsPerReq.baseline), '', '', '', fl('cpuUsPerReq', (x) => `${x.toFixed(1)} µs`)]);
@@ -391,7 +397,7 @@ async function benchOne(nodeSpec, o) {
     const w = await http(node, o, info, 2);
     report.workers = w;
     const tr = w.rps.labels / w.rps.baseline;
-    const fl = (k, f) => (Number.isFinite(w[k].floor) ? `${f(w[k].floor)} (${fmtRatio(w[k].floor / w[k].baseline)})` : '');
+    const fl = (k, f) => loadFloors(w[k], f);
     rows.push([`2 worker threads throughput (${o.duration} s)`, `${w.rps.baseline.toFixed(0)} req/s`, `${w.rps.labels.toFixed(0)} req/s`, fmtRatio(tr), '>= 0.95x', verdict(tr >= 0.95), '', fl('rps', (x) => `${x.toFixed(0)} req/s`)]);
     rows.push(['  workers server CPU per request (diag.)', `${w.cpuUsPerReq.baseline.toFixed(1)} µs`, `${w.cpuUsPerReq.labels.toFixed(1)} µs`, fmtRatio(w.cpuUsPerReq.labels / w.cpuUsPerReq.baseline), '', '', '', fl('cpuUsPerReq', (x) => `${x.toFixed(1)} µs`)]);
   }
