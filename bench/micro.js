@@ -18,6 +18,7 @@
 //              picks on this Node (ah on 20/22, ahnp + ph with AsyncContextFrame)
 //   floor-read the same hooks, `before` reading the baseline's store
 //   floor-check baseline + the input checks withLabels must make per call
+//   floor-all  floor-check and floor-read together
 //   part-derive / part-run: the two halves of withLabels, through lib/'s
 //              internal modules (diagnostic; may break when lib/ changes):
 //              sync*: derive() alone / context.run() with a prebuilt set;
@@ -84,7 +85,7 @@ function setup() {
   const als = new AsyncLocalStorage();
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
-  if (variant === 'floor-check') {
+  if (variant === 'floor-check' || variant === 'floor-all') {
     // The input checks withLabels must make on every call (issue 2: a
     // plain object, values of the allowed types, no symbol keys, fn a
     // function), then als.run: what the API costs before any label work.
@@ -101,9 +102,10 @@ function setup() {
       if (Object.getOwnPropertySymbols(labels).length !== 0) throw new TypeError('symbol key');
       return als.run(labels, fn);
     };
-    return;
+    // floor-all goes on to add the reading hooks.
+    if (variant === 'floor-check') return;
   }
-  const floor = floors[variant];
+  const floor = floors[variant === 'floor-all' ? 'floor-read' : variant];
   if (!floor) throw new Error(`unknown variant ${variant}`);
   mechanism = floor(als);
   if (mechanism === null) {

@@ -177,7 +177,7 @@ async function micro(node, o, info) {
     { name: 'await-out', title: 'await null outside labels (after use)', target: info.major >= 24 ? 1.7 : 1.3,
       extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
     { name: 'request', title: 'request: 100 concurrent x 5 awaits', target: 1.35, issue2: 1.5,
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'part-run'] : ['floor-mech', 'floor-read'] },
+      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp', 'part-run'] : ['floor-mech', 'floor-read', 'floor-all'] },
   ];
   if (floorsToo) {
     cases.splice(1, 0, { name: 'sync-new-values', title: 'sync withLabels, new value every call (diagnostic)', target: null,
@@ -361,7 +361,7 @@ async function benchOne(nodeSpec, o) {
       const ratio = c.med.labels / c.med.baseline;
       const floorCell = (v, label) => (Number.isFinite(c.med[v]) ? `${label} ${fmtNs(c.med[v], c.unit)} (${fmtRatio(c.med[v] / c.med.baseline)})` : '');
       const floor = c.name.startsWith('sync') ? floorCell('floor-check', 'checks')
-        : [floorCell('floor-mech', 'empty'), floorCell('floor-read', 'reading')].filter(Boolean).join(', ');
+        : [floorCell('floor-mech', 'empty'), floorCell('floor-read', 'reading'), floorCell('floor-all', 'reading+checks')].filter(Boolean).join(', ');
       rows.push([
         c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit), `${fmtRatio(ratio)} (wall ${fmtRatio(c.wall.labels / c.wall.baseline)})`, `<= ${c.target}x`,
         verdict(ratio <= c.target), c.issue2 ? `${verdict(ratio <= c.issue2)} (<= ${c.issue2}x)` : '',
@@ -427,7 +427,8 @@ async function benchOne(nodeSpec, o) {
     say('floor: the same AsyncLocalStorage work plus only what any implementation of the API must do here --');
     say('  checks = withLabels\'s input checks (plain object, value types, no symbol keys) before als.run;');
     say('  empty = the hooks of the mechanism lib/context.js picks, with empty bodies;');
-    say('  reading = those hooks, before reading the current store (the least a hook must learn).');
+    say('  reading = those hooks, before reading the current store (the least a hook must learn);');
+    say('  reading+checks = both: the least a request must cost with this mechanism.');
   }
   if (floorRows.length) {
     say();
