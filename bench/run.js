@@ -16,8 +16,10 @@
 //   --duration S              HTTP/worker load duration per run (full 10 s)
 //   --http-rounds N           rounds for HTTP and worker runs (default: --rounds)
 //   --only a,b                sections: micro, floors, hops, http, workers, memory
-//                             (floors adds the empty-hook variants to micro,
-//                             http and workers; it runs nothing by itself)
+//                             (floors adds each mechanism's empty hooks and
+//                             the parts to micro, and the empty and reading
+//                             hooks to http and workers; it runs nothing by
+//                             itself)
 //   --node-arg ARG            pass ARG to every child Node (repeatable), e.g.
 //                             --node-arg=--experimental-async-context-frame
 //   --cases a,b               micro cases only: sync, sync-new-values, await-in,
