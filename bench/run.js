@@ -275,10 +275,15 @@ async function loadRun(node, variant, threads, duration) {
   }
 }
 
-// The floor cell of a load figure: empty hooks, then reading hooks.
+// The floor column: each measured floor as `label value (ratio to baseline)`.
+function floorCells(baseline, floors, f) {
+  return floors.filter(([, v]) => Number.isFinite(v))
+    .map(([label, v]) => `${label} ${f(v)} (${fmtRatio(v / baseline)})`).join(', ');
+}
+
+// A load figure's floors: empty hooks, then reading hooks.
 function loadFloors(figure, f) {
-  const cell = (v, label) => (Number.isFinite(v) ? `${label} ${f(v)} (${fmtRatio(v / figure.baseline)})` : '');
-  return [cell(figure.floor, 'empty'), cell(figure.floorRead, 'reading')].filter(Boolean).join(', ');
+  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead]], f);
 }
 
 async function http(node, o, info, threads) {
@@ -361,9 +366,9 @@ async function benchOne(nodeSpec, o) {
     for (const c of Object.values(m)) {
       if (c.target === null) continue;
       const ratio = c.med.labels / c.med.baseline;
-      const floorCell = (v, label) => (Number.isFinite(c.med[v]) ? `${label} ${fmtNs(c.med[v], c.unit)} (${fmtRatio(c.med[v] / c.med.baseline)})` : '');
-      const floor = c.name.startsWith('sync') ? floorCell('floor-check', 'checks')
-        : [floorCell('floor-mech', 'empty'), floorCell('floor-read', 'reading'), floorCell('floor-all', 'reading+checks')].filter(Boolean).join(', ');
+      const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']]]
+        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['reading+checks', c.med['floor-all']]],
+      (x) => fmtNs(x, c.unit));
       rows.push([
         c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit), `${fmtRatio(ratio)} (wall ${fmtRatio(c.wall.labels / c.wall.baseline)})`, `<= ${c.target}x`,
         verdict(ratio <= c.target), c.issue2 ? `${verdict(ratio <= c.issue2)} (<= ${c.issue2}x)` : '',
