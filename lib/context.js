@@ -6,13 +6,21 @@
 // mirrors what the thread's slot holds.  Hooks at every async boundary
 // compare the two by identity and write the slot only when they differ, so
 // an async hop whose set did not change costs a comparison and no native
-// call; one whose set changed costs one 8-byte store.
+// call; one whose set changed costs one 8-byte store, and, if the set's
+// chunk of the arena was reused since it was written (lib/arena.js), writing
+// the set again first.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const { usesAsyncContextFrame, canSkipPromises } = require('./mechanism');
 const v8 = require('node:v8');
 const { slot } = require('./native');
 const { EMPTY } = require('./labelset');
+const { ring, setPinned } = require('./arena');
+const { encode } = require('./encode');
+
+// A set's address as the double with the same bits, for the slot.
+const word = new Float64Array(1);
+const wordHalves = new Uint32Array(word.buffer);
 
 const storage = new AsyncLocalStorage();
 
@@ -25,9 +33,26 @@ let installed;
 const saved = [];
 let depth = 0;
 
+// The arena never reuses the chunk of the published set.
+setPinned(() => (installed === undefined ? -1 : installed.fill.chunk));
+
 function install(set) {
+  if (set === undefined) {
+    installed = undefined;
+    slot[0] = 0;
+    return;
+  }
+  // A stale set is written again before it is published: never a pointer
+  // into a chunk that was reused.
+  if (!set.fill.live) encode(set, 'customlabels');
   installed = set;
-  slot[0] = set === undefined ? 0 : set.word;
+  if (set.offset < 0) {
+    slot[0] = 0;
+  } else {
+    wordHalves[0] = ring.baseLow + set.offset;
+    wordHalves[1] = ring.baseHigh;
+    slot[0] = word[0];
+  }
 }
 
 function before() {
@@ -40,7 +65,7 @@ function after() {
   // A hook enabled inside a callback sees that callback's `after` only.
   if (depth === 0) return;
   const previous = saved[--depth];
-  saved[depth] = undefined; // do not keep the set's chunk alive
+  saved[depth] = undefined; // do not keep the set alive
   if (previous !== installed) install(previous);
 }
 
@@ -65,20 +90,29 @@ function enable() {
   }
 }
 
-function runInstalled(set, fn) {
+// Runs fn with `set` current, synchronously and in the async work it
+// starts.  This is AsyncLocalStorage.run (the same enterWith and restore on
+// every Node version), with the slot switched inside it.
+function run(set, fn) {
+  if (mechanism === null) enable();
+  const prior = storage.getStore();
   const previous = installed;
+  if (set === prior) {
+    if (set !== previous) install(set);
+    try {
+      return fn();
+    } finally {
+      if (installed !== previous) install(previous);
+    }
+  }
+  storage.enterWith(set);
   if (set !== previous) install(set);
   try {
     return fn();
   } finally {
+    storage.enterWith(prior);
     if (installed !== previous) install(previous);
   }
-}
-
-// Runs fn with `set` current, synchronously and in the async work it starts.
-function run(set, fn) {
-  if (mechanism === null) enable();
-  return storage.run(set, runInstalled, set, fn);
 }
 
 // Makes `set` current for the rest of this synchronous execution and the

@@ -33,9 +33,9 @@ function enterLabels(labels) {
 
 /** The current labels, as a new plain object. */
 function getLabels() {
-  const set = context.current();
+  const kv = context.current().kv;
   const result = {};
-  for (let i = 0; i < set.keys.length; i++) result[set.keys[i]] = set.values[i];
+  for (let i = 0; i < kv.length; i += 2) result[kv[i]] = kv[i + 1];
   return result;
 }
 

@@ -1,6 +1,6 @@
 /*
- * Node-API glue: converts between JavaScript and src/arena.c and exposes the
- * thread's ABI slot.  Validation of user input lives in lib/; this file
+ * Node-API glue: hands JavaScript this thread's arena (src/arena.c) and ABI
+ * slot as ArrayBuffers, and reads the published set back for tests.  Validation of user input lives in lib/; this file
  * checks only what memory safety needs.
  *
  * State: one cl_arena_t per Node-API environment (main thread or worker),
@@ -43,17 +43,6 @@ static addon_state_t *state_of(napi_env env) {
   return data;
 }
 
-static napi_value get_args(napi_env env, napi_callback_info info, size_t want,
-                           napi_value *argv) {
-  size_t argc = want;
-  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < want) {
-    napi_throw_type_error(env, NULL, "customlabels: missing arguments");
-    return NULL;
-  }
-  return argv[0];
-}
-
 static napi_value number(napi_env env, double value) {
   napi_value result;
   CALL(env, napi_create_double(env, value, &result));
@@ -70,47 +59,29 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* chunkNew(): [ArrayBuffer, base address, slot, id] of a chunk for sets. */
-static napi_value chunk_new(napi_env env, napi_callback_info info) {
+/*
+ * arena(): [ArrayBuffer, low 32 bits, high 32 bits] of this thread's arena,
+ * mapped on the first call.  The arena owns the memory; the ArrayBuffer is
+ * only a window onto it, valid until the environment is torn down, which
+ * is also when the last JavaScript that could use it is gone.
+ */
+static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   (void)info;
   addon_state_t *state = state_of(env);
-  cl_chunk_t *chunk;
-  cl_status_t status = cl_arena_chunk_new(&state->arena, &chunk);
+  cl_status_t status = cl_arena_map(&state->arena);
   if (status != CL_OK) {
     napi_throw_error(env, NULL, cl_strerror(status));
     return NULL;
   }
+  uintptr_t base = (uintptr_t)state->arena.base;
   napi_value buffer, result;
-  /* The arena owns the memory; the ArrayBuffer is only a window onto it. */
-  if (napi_create_external_arraybuffer(env, chunk->data, CL_CHUNK_DATA_BYTES,
-                                       NULL, NULL, &buffer) != napi_ok) {
-    cl_arena_chunk_release(&state->arena, chunk->slot, chunk->id);
-    throw_status(env, "napi_create_external_arraybuffer");
-    return NULL;
-  }
-  CALL(env, napi_create_array_with_length(env, 4, &result));
+  CALL(env, napi_create_external_arraybuffer(env, state->arena.base, CL_ARENA_BYTES,
+                                             NULL, NULL, &buffer));
+  CALL(env, napi_create_array_with_length(env, 3, &result));
   CALL(env, napi_set_element(env, result, 0, buffer));
-  CALL(env, napi_set_element(env, result, 1,
-                             number(env, (double)(uintptr_t)chunk->data)));
-  CALL(env, napi_set_element(env, result, 2, number(env, chunk->slot)));
-  CALL(env, napi_set_element(env, result, 3, number(env, (double)chunk->id)));
+  CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)base)));
+  CALL(env, napi_set_element(env, result, 2, number(env, (double)(uint32_t)((uint64_t)base >> 32))));
   return result;
-}
-
-/* chunkRelease(slot, id): frees a chunk no label set in it can be installed from. */
-static napi_value chunk_release(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  if (get_args(env, info, 2, argv) == NULL) return NULL;
-  uint32_t slot;
-  double id;
-  CALL(env, napi_get_value_uint32(env, argv[0], &slot));
-  CALL(env, napi_get_value_double(env, argv[1], &id));
-  cl_status_t status = cl_arena_chunk_release(&state_of(env)->arena, slot, (uint64_t)id);
-  if (status != CL_OK) {
-    napi_throw_error(env, NULL, cl_strerror(status));
-    return NULL;
-  }
-  return NULL;
 }
 
 static napi_value set_number(napi_env env, napi_value object, const char *name, double value) {
@@ -118,21 +89,6 @@ static napi_value set_number(napi_env env, napi_value object, const char *name, 
   if (v == NULL) return NULL;
   CALL(env, napi_set_named_property(env, object, name, v));
   return object;
-}
-
-/* stats(): the arena's accounting, for tests and benchmarks. */
-static napi_value stats(napi_env env, napi_callback_info info) {
-  (void)info;
-  cl_arena_t *arena = &state_of(env)->arena;
-  napi_value result;
-  CALL(env, napi_create_object(env, &result));
-  if (!set_number(env, result, "liveChunks", (double)arena->live_chunks) ||
-      !set_number(env, result, "liveBytes", (double)arena->live_chunks * CL_CHUNK_BYTES) ||
-      !set_number(env, result, "arenaBytes", (double)cl_arena_bytes(arena)) ||
-      !set_number(env, result, "chunksAllocated", (double)arena->chunks_allocated) ||
-      !set_number(env, result, "chunksReleased", (double)arena->chunks_released))
-    return NULL;
-  return result;
 }
 
 typedef struct {
@@ -214,7 +170,8 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "stringBuf", offsetof(custom_labels_string_t, buf)) ||
       !set_number(env, result, "align", CL_ALIGN) ||
       !set_number(env, result, "chunkBytes", CL_CHUNK_BYTES) ||
-      !set_number(env, result, "chunkDataBytes", CL_CHUNK_DATA_BYTES) ||
+      !set_number(env, result, "arenaChunks", CL_ARENA_CHUNKS) ||
+      !set_number(env, result, "arenaBytes", CL_ARENA_BYTES) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version))
     return NULL;
   return result;
@@ -235,9 +192,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   }
   const napi_property_descriptor props[] = {
       {"slot", NULL, slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"chunkNew", NULL, chunk_new, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"chunkRelease", NULL, chunk_release, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"stats", NULL, stats, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
       {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},

@@ -41,53 +41,40 @@ custom_labels_labelset_t *cl_published(void);
 custom_labels_labelset_t **cl_slot(void);
 
 /*
- * Arena: the memory that label sets of one thread live in.
+ * Arena: the memory that the label sets of one thread live in.
  *
- * A chunk is one anonymous mapping of CL_CHUNK_BYTES.  The thread's
- * JavaScript writes sets into it through an ArrayBuffer and gives a chunk
- * back when no set in it can be installed again.  The arena owns every chunk
- * it handed out until then.  A chunk given back is unmapped at once, so the
- * memory returns to the system (keeping a few for reuse measured no faster
- * once chunks are populated at mmap); all are unmapped when the thread's
- * environment is torn down.
+ * One anonymous mapping of CL_ARENA_BYTES per thread, made once and never
+ * grown, so a thread's label memory is a constant that does not depend on
+ * when V8 collects garbage.  The thread's JavaScript writes sets into it
+ * through an ArrayBuffer, using the CL_ARENA_CHUNKS chunks of CL_CHUNK_BYTES
+ * in turn, and writes a set again when the chunk it was in has been reused
+ * (lib/arena.js).  The mapping is aligned to its own size, so it never
+ * crosses a 4 GiB boundary: the upper 32 bits of every address in it are the
+ * same, which lets JavaScript write a pointer as two 32-bit halves with a
+ * constant upper half.
+ *
+ * Owner: the thread's Node-API environment (src/addon.c), which unmaps it in
+ * cl_arena_destroy() when the environment is torn down, after clearing the
+ * thread's pointer if it points into the arena.
  */
 #define CL_CHUNK_BYTES (64 * 1024)
+#define CL_ARENA_CHUNKS 16
+#define CL_ARENA_BYTES (CL_CHUNK_BYTES * CL_ARENA_CHUNKS)
 #define CL_ALIGN 8
 
-typedef struct cl_chunk {
-  uint64_t id;  /* unique for the arena's life; never reused */
-  uint32_t slot;
-  uint32_t pad;
-  unsigned char data[]; /* the sets; aligned to CL_ALIGN */
-} cl_chunk_t;
-
-#define CL_CHUNK_DATA_BYTES (CL_CHUNK_BYTES - sizeof(cl_chunk_t))
-
 typedef struct {
-  cl_chunk_t **slots; /* chunks handed out, by slot; NULL where free */
-  uint32_t nslots;
-  uint32_t free_hint; /* lowest slot that may be free */
-  uint64_t next_id;
-  size_t live_chunks;     /* handed out and not given back */
-  uint64_t chunks_allocated;
-  uint64_t chunks_released;
+  unsigned char *base; /* NULL until cl_arena_map() */
 } cl_arena_t;
 
 typedef enum {
   CL_OK = 0,
-  CL_ENOMEM = -1,
-  CL_ENOENT = -3,  /* no live chunk with that slot and id */
-  CL_EBUSY = -4    /* the chunk holds the published set */
+  CL_ENOMEM = -1
 } cl_status_t;
 
 void cl_arena_init(cl_arena_t *arena);
-/* Hands out a chunk of CL_CHUNK_DATA_BYTES for sets. */
-cl_status_t cl_arena_chunk_new(cl_arena_t *arena, cl_chunk_t **out);
-/* Bytes the arena holds: the chunks handed out. */
-size_t cl_arena_bytes(const cl_arena_t *arena);
-/* Frees one chunk; refuses if the calling thread's published set is in it. */
-cl_status_t cl_arena_chunk_release(cl_arena_t *arena, uint32_t slot, uint64_t id);
-/* Clears the thread's pointer if it points into the arena, then frees all. */
+/* Maps the arena if it is not mapped yet. */
+cl_status_t cl_arena_map(cl_arena_t *arena);
+/* Clears the thread's pointer if it points into the arena, then unmaps it. */
 void cl_arena_destroy(cl_arena_t *arena);
 const char *cl_strerror(cl_status_t status);
 

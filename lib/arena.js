@@ -1,0 +1,113 @@
+'use strict';
+// This thread's label memory, seen from JavaScript: a fixed ring of chunks.
+//
+// The native arena (src/arena.c) is one mapping of CHUNKS chunks of
+// CHUNK_BYTES, made once per thread and never grown.  Sets are written front
+// to back into the chunk being filled; when a set does not fit, the next
+// chunk in turn is taken and everything that was in it before is given up.
+// So the memory a thread spends on labels is the arena's size, whatever the
+// request rate and whenever V8 collects garbage.
+//
+// Each time a chunk is taken it gets a new Fill: a token that the sets
+// written into it hold.  Taking the chunk again marks the old token dead, so
+// `set.fill.live` says whether a set's bytes are intact.  A set whose bytes
+// are gone is "stale": its LabelSet is still good, and lib/encode.js writes
+// it again the next time it is about to be published.  A token is an object
+// rather than a counter so that no count can ever wrap around and make a
+// stale set look intact.
+//
+// The one rule that keeps readers safe: the chunk that holds the published
+// set is never taken.  lib/context.js, which knows what is published, tells
+// the ring through setPinned(), and that chunk is skipped when the ring
+// turns.  At most one chunk is pinned: a thread publishes one set at a time.
+
+const { binding } = require('./native');
+
+const CHUNKS = binding ? binding.layout.arenaChunks : 1;
+const CHUNK_BYTES = binding ? binding.layout.chunkBytes : 0;
+
+class Fill {
+  constructor(chunk) {
+    this.chunk = chunk;
+    this.live = true;
+  }
+}
+
+// Held by sets that are never written (the empty set, every set where there
+// is no addon): always live, in no chunk.
+const NOWHERE = new Fill(-1);
+
+// The ring's state, one object that lib/encode.js reads directly (a plain
+// object with fixed fields keeps those reads cheap).  The arena is mapped on
+// first use: a thread that never labels maps nothing.
+const ring = {
+  bytes: null, // Uint8Array over the whole arena
+  words: null, // Uint32Array over the same memory
+  buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
+  baseLow: 0, // address of byte 0, low 32 bits; baseLow + arena size < 2^32
+  baseHigh: 0, // the high 32 bits, the same for every byte (src/arena.c)
+  fill: NOWHERE, // the Fill of the chunk being filled
+  cursor: 0, // next free byte, as an offset from the arena's start
+  limit: 0, // end of the chunk being filled
+  turns: 0, // chunks taken, for tests and benchmarks
+};
+
+// The Fill of each chunk's current contents.
+const fills = Array.from({ length: CHUNKS }, (_, c) => new Fill(c));
+
+// Which chunk holds the published set (-1 for none); lib/context.js knows.
+let pinnedChunk = () => -1;
+
+function setPinned(fn) {
+  pinnedChunk = fn;
+}
+
+function map() {
+  const [buffer, low, high] = binding.arena();
+  ring.bytes = new Uint8Array(buffer);
+  ring.words = new Uint32Array(buffer);
+  ring.baseLow = low;
+  ring.baseHigh = high;
+}
+
+// Takes the next chunk in turn that does not hold the published set.
+function turn() {
+  if (ring.bytes === null) map();
+  const last = ring.fill.chunk;
+  let next = last + 1 === CHUNKS ? 0 : last + 1;
+  if (next === pinnedChunk()) next = next + 1 === CHUNKS ? 0 : next + 1;
+  fills[next].live = false;
+  const fill = new Fill(next);
+  fills[next] = fill;
+  ring.fill = fill;
+  ring.cursor = next * CHUNK_BYTES;
+  ring.limit = ring.cursor + CHUNK_BYTES;
+  ring.turns++;
+}
+
+// The offset where `size` bytes can be written now, in the chunk being
+// filled (taking the next chunk if they do not fit).  The bytes are taken
+// only when the writer moves ring.cursor past them.
+function place(size) {
+  if (ring.cursor + size > ring.limit) turn();
+  return ring.cursor;
+}
+
+// The address of an offset, as a number (for diagnostics and tests).
+function addressOf(offset) {
+  return ring.baseHigh * 4294967296 + ring.baseLow + offset;
+}
+
+function stats() {
+  const chunk = ring.fill.chunk;
+  return {
+    arenaBytes: ring.bytes === null ? 0 : CHUNKS * CHUNK_BYTES,
+    chunks: CHUNKS,
+    chunkBytes: CHUNK_BYTES,
+    turns: ring.turns,
+    chunk,
+    used: chunk < 0 ? 0 : ring.cursor - chunk * CHUNK_BYTES,
+  };
+}
+
+module.exports = { CHUNKS, CHUNK_BYTES, NOWHERE, ring, place, addressOf, setPinned, stats };

@@ -1,0 +1,210 @@
+'use strict';
+// The Custom Label ABI v1 bytes of a label set, written into this thread's
+// arena (lib/arena.js): a custom_labels_labelset_t, then its entries, then
+// the key and value bytes, all in one aligned block of one chunk, so that a
+// set is intact exactly as long as its chunk is.
+//
+// encode(set) writes the labels in set.kv and records where: set.offset in
+// the arena and set.fill, the token of the chunk's current contents.  It is
+// called when a set is made, and again for a stale set just before it is
+// published.  Only the first call can throw: it is the one that checks the
+// limits, in bytes.
+//
+// Strings repeat from set to set (keys always, values often: a route, a
+// fixed tenant).  A string already written in the chunk being filled is not
+// copied again: the new set's entry points at the same bytes, which live
+// exactly as long as the set (the whole chunk is reused at once).  Only
+// values that are new to this chunk are copied, a character at a time.
+
+const { binding, LAYOUT } = require('./native');
+const { ring, place, NOWHERE } = require('./arena');
+
+// Limits, chosen so that what a caller sets is exactly what the common eBPF
+// reader reports (READERS.md): it looks at the first 10 entries of a set and
+// keeps 25 bytes of a key and 53 bytes of a value.  Larger sets are refused
+// rather than silently cut.
+const LIMITS = Object.freeze({ maxLabels: 10, maxKeyBytes: 25, maxValueBytes: 53 });
+const MAX_KEY = LIMITS.maxKeyBytes;
+const MAX_VALUE = LIMITS.maxValueBytes;
+
+const SET_SIZE = LAYOUT.setSize;
+const LABEL_SIZE = LAYOUT.labelSize;
+// Field positions in 32-bit words: every field is a little-endian 64-bit
+// length or pointer, written as its low and high halves.
+const SET_STORAGE = LAYOUT.setStorage >> 2;
+const SET_COUNT = LAYOUT.setCount >> 2;
+const SET_CAPACITY = LAYOUT.setCapacity >> 2;
+const KEY_LEN = (LAYOUT.labelKey + LAYOUT.stringLen) >> 2;
+const KEY_BUF = (LAYOUT.labelKey + LAYOUT.stringBuf) >> 2;
+const VALUE_LEN = (LAYOUT.labelValue + LAYOUT.stringLen) >> 2;
+const VALUE_BUF = (LAYOUT.labelValue + LAYOUT.stringBuf) >> 2;
+
+// The set written last, while its chunk is being filled.  A new set whose
+// key or value at some position is the same string as the last set's at
+// that position points at the last set's bytes instead of copying them
+// again: the bytes live exactly as long as both sets, since a whole chunk is
+// reused at once.  Consecutive sets share most strings (their keys, and
+// values such as a route or a tenant), so usually only a new value is
+// copied.  Owner: this module; it keeps one LabelSet alive.
+let previous = null;
+
+// Byte lengths of the strings of a set that is not all ASCII.
+const lengths = new Int32Array(2 * LIMITS.maxLabels);
+
+function quote(s) {
+  return JSON.stringify(s);
+}
+
+function encode(set, who) {
+  const n = set.kv.length >> 1;
+  if (n === 0) {
+    set.offset = -1;
+    set.fill = NOWHERE;
+    return;
+  }
+  if (binding === null || !encodeAscii(set, n)) encodeAny(set, n, who);
+}
+
+// The common case in one pass: every string ASCII and, counted in code
+// units, within the limits.  Places the set in the chunk being filled,
+// writes it, and takes the space only when the whole set is written;
+// returns false, having taken nothing, when some string is not ASCII or not
+// within the limits, for encodeAny to measure (and report) byte by byte.
+function encodeAscii(set, n) {
+  const kv = set.kv;
+  let chars = 0;
+  for (let i = 0; i < 2 * n; i += 2) {
+    const kl = kv[i].length;
+    const vl = kv[i + 1].length;
+    if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
+    chars += kl + vl;
+  }
+  // Room for every string; shared ones take none of it.
+  const offset = place(SET_SIZE + n * LABEL_SIZE + chars);
+  const fill = ring.fill;
+  const bytes = ring.bytes;
+  const words = ring.words;
+  const low = ring.baseLow;
+  const high = ring.baseHigh;
+  // What can be shared: the previous set's strings, if it is in this fill.
+  let prev = previous !== null && previous.fill === fill ? previous.kv : null;
+  let shared = prev === null ? 0 : prev.length;
+  let pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
+  let w = (offset + SET_SIZE) >> 2;
+  let at = offset + SET_SIZE + n * LABEL_SIZE;
+  for (let i = 0; i < 2 * n; i++) {
+    // Entry i >> 1, field key (i even) or value (i odd): length, then buf.
+    const s = kv[i];
+    const l = s.length;
+    const field = w + ((i >> 1) << 3) + ((i & 1) << 2);
+    let p;
+    if (i < shared && prev[i] === s) {
+      p = words[pw + ((i >> 1) << 3) + ((i & 1) << 2) + 2] - low;
+    } else {
+      for (let j = 0; j < l; j++) {
+        const c = s.charCodeAt(j);
+        if (c >= 0x80) return false;
+        bytes[at + j] = c;
+      }
+      p = at;
+      at += l;
+    }
+    words[field] = l;
+    words[field + 1] = 0;
+    // A value's buf is never NULL, even when it is empty.
+    words[field + 2] = low + p;
+    words[field + 3] = high;
+  }
+  writeHeader(words, offset, n);
+  ring.cursor = (at + 7) & ~7;
+  set.offset = offset;
+  set.fill = fill;
+  previous = set;
+  return true;
+}
+
+function writeHeader(words, offset, n) {
+  const w = offset >> 2;
+  words[w + SET_STORAGE] = ring.baseLow + offset + SET_SIZE;
+  words[w + SET_STORAGE + 1] = ring.baseHigh;
+  words[w + SET_COUNT] = n;
+  words[w + SET_COUNT + 1] = 0;
+  words[w + SET_CAPACITY] = n;
+  words[w + SET_CAPACITY + 1] = 0;
+}
+
+// UTF-8 length of a string as Buffer writes it (a lone surrogate becomes
+// U+FFFD, three bytes).  Stops counting once past `limit`.
+function utf8Length(s, limit) {
+  const n = s.length;
+  let bytes = 0;
+  for (let i = 0; i < n && bytes <= limit; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n &&
+             (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { bytes += 4; i++; }
+    else bytes += 3;
+  }
+  return bytes;
+}
+
+// Any well-formed strings: measures each in UTF-8 first, so that a limit is
+// reported in bytes, then writes.
+function encodeAny(set, n, who) {
+  const kv = set.kv;
+  let stringBytes = 0;
+  for (let i = 0; i < n; i++) {
+    const k = kv[2 * i];
+    const v = kv[2 * i + 1];
+    const kl = k.length <= MAX_KEY ? utf8Length(k, MAX_KEY) : k.length;
+    if (kl === 0 || kl > MAX_KEY) {
+      throw new RangeError(`${who}: label key ${quote(k)} is ${kl} bytes in UTF-8; keys must be 1 to ${MAX_KEY} bytes`);
+    }
+    if (kl !== k.length && !k.isWellFormed()) {
+      throw new TypeError(`${who}: label key ${quote(k)} is not well-formed Unicode (lone surrogate)`);
+    }
+    const vl = v.length <= MAX_VALUE ? utf8Length(v, MAX_VALUE) : v.length;
+    if (vl > MAX_VALUE) {
+      throw new RangeError(`${who}: the value of label ${quote(k)} is ${vl > v.length ? vl : 'more than ' + MAX_VALUE} bytes in UTF-8; the limit is ${MAX_VALUE}`);
+    }
+    lengths[2 * i] = kl;
+    lengths[2 * i + 1] = vl;
+    stringBytes += kl + vl;
+  }
+  // Without the addon the set keeps its JavaScript meaning and is never published.
+  if (binding === null) {
+    set.offset = -1;
+    set.fill = NOWHERE;
+    return;
+  }
+  const offset = place(SET_SIZE + n * LABEL_SIZE + stringBytes);
+  const words = ring.words;
+  if (ring.buffer === null) ring.buffer = Buffer.from(ring.bytes.buffer);
+  const low = ring.baseLow;
+  const high = ring.baseHigh;
+  let w = (offset + SET_SIZE) >> 2;
+  let at = offset + SET_SIZE + n * LABEL_SIZE;
+  for (let i = 0; i < n; i++, w += LABEL_SIZE >> 2) {
+    const kl = lengths[2 * i];
+    const vl = lengths[2 * i + 1];
+    ring.buffer.write(kv[2 * i], at, kl, 'utf8');
+    words[w + KEY_LEN] = kl;
+    words[w + KEY_LEN + 1] = 0;
+    words[w + KEY_BUF] = low + at;
+    words[w + KEY_BUF + 1] = high;
+    at += kl;
+    ring.buffer.write(kv[2 * i + 1], at, vl, 'utf8');
+    words[w + VALUE_LEN] = vl;
+    words[w + VALUE_LEN + 1] = 0;
+    words[w + VALUE_BUF] = low + at;
+    words[w + VALUE_BUF + 1] = high;
+    at += vl;
+  }
+  writeHeader(words, offset, n);
+  ring.cursor = (at + 7) & ~7;
+  set.offset = offset;
+  set.fill = ring.fill;
+}
+
+module.exports = { LIMITS, encode, utf8Length };
