@@ -572,6 +572,64 @@ describe('customlabels-dump', function () {
       assert.match(table.stdout, /^\s*\d+\s+\d+\.\d%\s+phase="heavy"$/m);
       await assertResumed(pid);
     });
+
+    it('never reports a torn or mixed set while sets churn and the arena reuses their memory', async function () {
+      this.timeout(60000);
+      // Each set's `sum` is a checksum of its other values, all unique per
+      // set, so a read that mixes two sets (or reads a set whose memory is
+      // being reused) shows as a wrong sum.
+      const script = `
+        const { withLabels } = require(${JSON.stringify(root)});
+        const { stats } = require(${JSON.stringify(path.join(root, 'lib/arena.js'))});
+        const sum = (s) => { let h = 2166136261; for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619); return (h >>> 0).toString(16); };
+        let n = 0;
+        let sink = 0;
+        const work = (us) => { const end = process.hrtime.bigint() + BigInt(us * 1000); while (process.hrtime.bigint() < end) sink++; };
+        const one = (us) => {
+          const a = 'a' + (n * 2654435761 % 1e9).toString(36).repeat(1 + n % 3);
+          const b = 'b' + n.toString(16);
+          n++;
+          withLabels({ a, b, sum: sum(a + '|' + b) }, () => work(us));
+        };
+        // Bursts of short sets turn the arena over; the long ones are most
+        // of the samples.
+        const busy = () => {
+          const end = Date.now() + 20;
+          while (Date.now() < end) {
+            for (let i = 0; i < 5; i++) one(0);
+            one(50);
+          }
+          setImmediate(busy);
+        };
+        process.stdin.on('data', () => { console.log(JSON.stringify({ n, turns: stats().turns })); process.exit(0); });
+        busy();
+        console.log('ready ' + process.pid);
+      `;
+      const { child, pid } = await startFixture(process.execPath, ['-e', script]);
+      const r = runDump(['--json', '--sample', '1000', '--duration', '3', String(pid)], { timeout: 30000 });
+      assert.equal(r.status, 0, r.stderr);
+      const done = new Promise((resolve) => child.stdout.on('data', (d) => resolve(JSON.parse(String(d).trim().split('\n').pop()))));
+      child.stdin.write('done\n');
+      const { n, turns } = await done;
+      const sum = (s) => { let h = 2166136261; for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619); return (h >>> 0).toString(16); };
+      let good = 0;
+      let changing = 0;
+      for (const line of jsonLines(r.stdout)) {
+        if (line.error) {
+          assert.match(line.error, /changed while it was read/, JSON.stringify(line));
+          changing += line.samples;
+          continue;
+        }
+        if (line.labels === null) continue;
+        assert.deepEqual(Object.keys(line.labels), ['a', 'b', 'sum'], JSON.stringify(line));
+        assert.equal(line.labels.sum, sum(line.labels.a + '|' + line.labels.b), `a torn or mixed set: ${JSON.stringify(line)}`);
+        good += line.samples;
+      }
+      assert.ok(good >= 500, `only ${good} samples with labels`);
+      assert.ok(changing <= good / 20, `${changing} samples could not be read consistently, ${good} could`);
+      assert.ok(turns >= 32, `the arena turned over only ${turns / 16} times while sampled (${n} sets)`);
+      console.log(`      ${good} consistent samples, ${changing} unreadable, ${n} sets made, ${turns} chunks taken`);
+    });
   });
 
   describe('signals', () => {

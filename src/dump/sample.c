@@ -7,8 +7,11 @@
  * A thread is stopped once, the first time it is sampled, to learn its
  * thread pointer (it never changes for a thread's life); after that its
  * labels are read without stopping it.  Such a read could race with the
- * thread switching sets, so the pointer is read again afterwards and the
- * read is retried if it moved.  Memory stays bounded: thread and table caps
+ * thread switching sets, and a writer may reuse the memory of a set that is
+ * no longer published (this package's arena does) and even publish a new
+ * set at the same address while we read.  So a sample counts only when two
+ * whole reads in a row, each between two reads of the pointer that agree,
+ * give the same pointer and the same bytes; otherwise it is read again.  Memory stays bounded: thread and table caps
  * below, and one fixed scratch buffer per read.
  */
 #define _GNU_SOURCE
@@ -27,7 +30,7 @@
 #define MAX_SAMPLED_THREADS 4096
 #define MAX_TABLE_ENTRIES 65536
 #define MAX_TABLE_BYTES ((size_t)64 << 20)
-#define READ_ATTEMPTS 3
+#define READ_ATTEMPTS 8
 /* Canonical form of one read: tag, count, then length-prefixed bytes. */
 #define KEY_MAX (1 + 4 + CLD_MAX_ENTRIES * 8 + CLD_MAX_SET_BYTES + 256)
 
@@ -68,6 +71,8 @@ typedef struct {
   cld_tasks_t tasks;      /* owned: scratch for each scan */
   cld_labels_t *labels;   /* owned: scratch for each read */
   unsigned char *key;     /* owned: scratch, KEY_MAX bytes */
+  cld_labels_t *check;    /* owned: the second read of a running thread */
+  unsigned char *check_key; /* owned: scratch, KEY_MAX bytes */
   table_t table;          /* per (thread, label set) */
   uint64_t ticks, late, samples;
   bool gone;
@@ -378,20 +383,33 @@ static char thread_state(sampler_t *s, thread_t *th) {
   return state;
 }
 
-/* Reads a running thread's labels without stopping it. */
+static uint64_t pointer_of(const cld_labels_t *l) {
+  return l->is_null ? 0 : l->set_address;
+}
+
+/* Reads a running thread's labels without stopping it (see the top). */
 static void read_running(sampler_t *s, thread_t *th) {
   const cld_target_t *t = s->target;
   cld_labels_t *l = s->labels;
+  cld_labels_t *check = s->check;
   for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
     uint64_t variable, again;
     char why[192];
     cld_var_status_t status = cld_variable_address(t, th->tp, &variable, why, sizeof(why));
     cld_read_thread(t, th->tp, l);
-    if (status != CLD_VAR_OK || l->error) return;
-    /* Unchanged pointer: the set we decoded was published throughout. */
+    if (status != CLD_VAR_OK) return;
     if (cld_mem_read_u64(t->pid, variable, &again) != 0) return;
-    if (again == (l->is_null ? 0 : l->set_address)) return;
+    if (again != pointer_of(l)) continue;
+    if (l->is_null) return; /* one aligned word: cannot be torn */
+    cld_read_thread(t, th->tp, check);
+    if (cld_mem_read_u64(t->pid, variable, &again) != 0) return;
+    if (again != pointer_of(l) || pointer_of(check) != pointer_of(l) || l->error != check->error) continue;
+    size_t n = encode(l, s->key);
+    if (encode(check, s->check_key) == n && memcmp(s->key, s->check_key, n) == 0) return;
   }
+  cld_labels_reset(l);
+  l->error = true;
+  snprintf(l->why, sizeof(l->why), "the set changed while it was read, %d times in a row", READ_ATTEMPTS);
 }
 
 /* One sample of a running thread; false if it could not be taken at all. */
@@ -562,7 +580,9 @@ int cld_sample(const cld_target_t *t, const cld_sample_options_t *options, cld_e
   s.threads = calloc(MAX_SAMPLED_THREADS, sizeof(*s.threads));
   s.labels = malloc(sizeof(*s.labels));
   s.key = malloc(KEY_MAX);
-  if (s.threads == NULL || s.labels == NULL || s.key == NULL) {
+  s.check = malloc(sizeof(*s.check));
+  s.check_key = malloc(KEY_MAX);
+  if (s.threads == NULL || s.labels == NULL || s.key == NULL || s.check == NULL || s.check_key == NULL) {
     rc = cld_fail(err, CLD_EXIT_ERROR, "out of memory");
     goto done;
   }
@@ -617,6 +637,8 @@ done:
   free(s.threads);
   free(s.labels);
   free(s.key);
+  free(s.check);
+  free(s.check_key);
   cld_tasks_free(&s.tasks);
   table_free(&s.table);
   return rc;
