@@ -4,7 +4,7 @@
 //     (lib/native.js `slot`, a Float64Array over the native pointer; a store
 //     is not a native call, but it is the "install" the issue talks about);
 //   - native calls: calls into the addon (binding.*), which should happen
-//     only when a chunk is allocated or released, never on a hop.
+//     only when the arena is first mapped, never on a hop.
 // Prints one JSON line: { node, mechanism, scenarios: [{ name, hops, slotWrites, nativeCalls, perHop }] }.
 //
 // How: lib/native.js is loaded first and its exported `slot` and binding

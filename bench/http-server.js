@@ -2,7 +2,7 @@
 // The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
 // 3 labels), `baseline` (inside AsyncLocalStorage.run with the same label
-// object), `floor-mech` (baseline + the empty hooks of the mechanism
+// object), `plain` (no AsyncLocalStorage at all), `floor-mech` (baseline + the empty hooks of the mechanism
 // customlabels uses on this Node) or `floor-read` (baseline + those hooks,
 // `before` reading the store).  THREADS = 0 (default) serves from the main thread; THREADS = k
 // starts k worker threads, each with its own server on its own port (no
@@ -23,7 +23,9 @@ const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
 
 function serve(variant) {
   let runIn;
-  if (variant === 'labels') {
+  if (variant === 'plain') {
+    runIn = (labels, fn) => fn(); // no AsyncLocalStorage at all
+  } else if (variant === 'labels') {
     runIn = require(ROOT).withLabels;
   } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read') {
     const als = new AsyncLocalStorage();
@@ -34,8 +36,20 @@ function serve(variant) {
   } else {
     throw new Error(`unknown variant ${variant}`);
   }
+  // Realistic labels: the route pattern of one of 20 routes, a user of
+  // 1000, and a trace id unique to the request (32 hex characters, made up
+  // front as if read from a header; 65536 of them, so no two requests in
+  // 65536 share one).  FIXED=1 labels every request with the same 1000
+  // users and traces in turn instead.
+  const fixed = process.env.FIXED === '1';
+  const routes = Array.from({ length: 20 }, (_, i) => `/api/v1/resource${i}/:id`);
   const users = Array.from({ length: 1000 }, (_, i) => `user-${i}`);
-  const traces = Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`);
+  const traces = fixed
+    ? Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`)
+    : Array.from({ length: 65536 }, (_, i) => {
+      const x = Math.imul(i + 1, 0x9e3779b1) >>> 0;
+      return (x.toString(16).padStart(8, '0') + (i * 2654435761 % 4294967296).toString(16).padStart(8, '0')).repeat(2);
+    });
   const immediate = () => new Promise((resolve) => setImmediate(resolve));
   const resolved = Promise.resolve(1);
   const body = Buffer.from('{"ok":true}\n');
@@ -50,9 +64,11 @@ function serve(variant) {
   }
 
   const server = http.createServer((req, res) => {
-    const i = n++ % 1000;
-    // The same label object in both variants: built the same way per request.
-    const labels = { route: req.url, user: users[i], trace: traces[i] };
+    const i = n++;
+    // The same label object in every variant: built the same way per request.
+    const labels = fixed
+      ? { route: req.url, user: users[i % 1000], trace: traces[i % 1000] }
+      : { route: routes[i % 20], user: users[(i * 7) % 1000], trace: traces[i & 65535] };
     runIn(labels, () => handle(req, res));
   });
   server.keepAliveTimeout = 60000;
