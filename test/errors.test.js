@@ -49,6 +49,21 @@ describe('bad input', () => {
     });
   }
 
+  it('accepts a plain object made in another realm, and names what it refuses without contradiction', () => {
+    const vm = require('node:vm');
+    withLabels(vm.runInNewContext('({ route: "/vm" })'), () => assert.deepEqual(tls.published(), { route: '/vm' }));
+    withLabels(vm.runInNewContext('Object.create(null)'), () => assert.equal(tls.published(), null));
+    // Inherits from an object whose constructor is Object: not a plain object,
+    // and the message must not call it "an instance of Object".
+    rejects((fn) => withLabels(Object.create(Object.create(Object.prototype)), fn), TypeError,
+      /labels must be a plain object, got an object that inherits from another object/);
+    // A forged prototype that claims to be Object.prototype.
+    const forged = Object.create(null);
+    forged.constructor = function Object() {};
+    forged.constructor.prototype = forged;
+    rejects((fn) => withLabels(Object.create(forged), fn), TypeError, /labels must be a plain object/);
+  });
+
   it('ignores symbol keys, as Object.entries and JSON.stringify do', () => {
     withLabels({ a: 'b', [Symbol('k')]: 'v' }, () => assert.deepEqual(tls.published(), { a: 'b' }));
   });
