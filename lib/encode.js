@@ -92,8 +92,12 @@ function encodeAscii(set, n) {
   let pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
   let w = (offset + SET_SIZE) >> 2;
   let at = offset + SET_SIZE + n * LABEL_SIZE;
+  // String i is entry i >> 1's key (i even) or value (i odd).  Its
+  // custom_labels_string_t is at word (i >> 1) * 8 + (i & 1) * 4 of the
+  // entries, length first, then buf two words on: the layout that
+  // lib/native.js checks against the addon at load (32-byte entries, the
+  // value 16 bytes in).
   for (let i = 0; i < 2 * n; i++) {
-    // Entry i >> 1, field key (i even) or value (i odd): length, then buf.
     const s = kv[i];
     const l = s.length;
     const field = w + ((i >> 1) << 3) + ((i & 1) << 2);
