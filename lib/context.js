@@ -96,21 +96,14 @@ function enable() {
 function run(set, fn) {
   if (mechanism === null) enable();
   const prior = storage.getStore();
+  const entered = set !== prior; // AsyncLocalStorage.run skips an unchanged store too
   const previous = installed;
-  if (set === prior) {
-    if (set !== previous) install(set);
-    try {
-      return fn();
-    } finally {
-      if (installed !== previous) install(previous);
-    }
-  }
-  storage.enterWith(set);
+  if (entered) storage.enterWith(set);
   if (set !== previous) install(set);
   try {
     return fn();
   } finally {
-    storage.enterWith(prior);
+    if (entered) storage.enterWith(prior);
     if (installed !== previous) install(previous);
   }
 }

@@ -34,10 +34,26 @@ const LABEL_SIZE = LAYOUT.labelSize;
 const SET_STORAGE = LAYOUT.setStorage >> 2;
 const SET_COUNT = LAYOUT.setCount >> 2;
 const SET_CAPACITY = LAYOUT.setCapacity >> 2;
-const KEY_LEN = (LAYOUT.labelKey + LAYOUT.stringLen) >> 2;
-const KEY_BUF = (LAYOUT.labelKey + LAYOUT.stringBuf) >> 2;
-const VALUE_LEN = (LAYOUT.labelValue + LAYOUT.stringLen) >> 2;
-const VALUE_BUF = (LAYOUT.labelValue + LAYOUT.stringBuf) >> 2;
+const ENTRY_WORDS = LABEL_SIZE >> 2;
+const KEY_WORD = LAYOUT.labelKey >> 2;
+const VALUE_WORD = LAYOUT.labelValue >> 2;
+const LEN_WORD = LAYOUT.stringLen >> 2;
+const BUF_WORD = LAYOUT.stringBuf >> 2;
+
+// The first word of string i's custom_labels_string_t, among entries that
+// start at word w: string i is entry i >> 1's key (i even) or value (i odd).
+function fieldOf(w, i) {
+  return w + (i >> 1) * ENTRY_WORDS + ((i & 1) === 0 ? KEY_WORD : VALUE_WORD);
+}
+
+// Writes a custom_labels_string_t: `length` bytes at arena offset `at`.  A
+// buf is never NULL, even for an empty value.
+function putString(words, field, length, at) {
+  words[field + LEN_WORD] = length;
+  words[field + LEN_WORD + 1] = 0;
+  words[field + BUF_WORD] = ring.baseLow + at;
+  words[field + BUF_WORD + 1] = ring.baseHigh;
+}
 
 // The set written last, while its chunk is being filled.  A new set whose
 // key or value at some position is the same string as the last set's at
@@ -85,25 +101,18 @@ function encodeAscii(set, n) {
   const bytes = ring.bytes;
   const words = ring.words;
   const low = ring.baseLow;
-  const high = ring.baseHigh;
   // What can be shared: the previous set's strings, if it is in this fill.
-  let prev = previous !== null && previous.fill === fill ? previous.kv : null;
-  let shared = prev === null ? 0 : prev.length;
-  let pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
-  let w = (offset + SET_SIZE) >> 2;
+  const prev = previous !== null && previous.fill === fill ? previous.kv : null;
+  const shared = prev === null ? 0 : prev.length;
+  const pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
+  const w = (offset + SET_SIZE) >> 2;
   let at = offset + SET_SIZE + n * LABEL_SIZE;
-  // String i is entry i >> 1's key (i even) or value (i odd).  Its
-  // custom_labels_string_t is at word (i >> 1) * 8 + (i & 1) * 4 of the
-  // entries, length first, then buf two words on: the layout that
-  // lib/native.js checks against the addon at load (32-byte entries, the
-  // value 16 bytes in).
   for (let i = 0; i < 2 * n; i++) {
     const s = kv[i];
     const l = s.length;
-    const field = w + ((i >> 1) << 3) + ((i & 1) << 2);
     let p;
     if (i < shared && prev[i] === s) {
-      p = words[pw + ((i >> 1) << 3) + ((i & 1) << 2) + 2] - low;
+      p = words[fieldOf(pw, i) + BUF_WORD] - low;
     } else {
       for (let j = 0; j < l; j++) {
         const c = s.charCodeAt(j);
@@ -113,11 +122,7 @@ function encodeAscii(set, n) {
       p = at;
       at += l;
     }
-    words[field] = l;
-    words[field + 1] = 0;
-    // A value's buf is never NULL, even when it is empty.
-    words[field + 2] = low + p;
-    words[field + 3] = high;
+    putString(words, fieldOf(w, i), l, p);
   }
   writeHeader(words, offset, n);
   ring.cursor = (at + 7) & ~7;
@@ -185,25 +190,13 @@ function encodeAny(set, n, who) {
   const offset = place(SET_SIZE + n * LABEL_SIZE + stringBytes);
   const words = ring.words;
   if (ring.buffer === null) ring.buffer = Buffer.from(ring.bytes.buffer);
-  const low = ring.baseLow;
-  const high = ring.baseHigh;
-  let w = (offset + SET_SIZE) >> 2;
+  const w = (offset + SET_SIZE) >> 2;
   let at = offset + SET_SIZE + n * LABEL_SIZE;
-  for (let i = 0; i < n; i++, w += LABEL_SIZE >> 2) {
-    const kl = lengths[2 * i];
-    const vl = lengths[2 * i + 1];
-    ring.buffer.write(kv[2 * i], at, kl, 'utf8');
-    words[w + KEY_LEN] = kl;
-    words[w + KEY_LEN + 1] = 0;
-    words[w + KEY_BUF] = low + at;
-    words[w + KEY_BUF + 1] = high;
-    at += kl;
-    ring.buffer.write(kv[2 * i + 1], at, vl, 'utf8');
-    words[w + VALUE_LEN] = vl;
-    words[w + VALUE_LEN + 1] = 0;
-    words[w + VALUE_BUF] = low + at;
-    words[w + VALUE_BUF + 1] = high;
-    at += vl;
+  for (let i = 0; i < 2 * n; i++) {
+    const length = lengths[i];
+    ring.buffer.write(kv[i], at, length, 'utf8');
+    putString(words, fieldOf(w, i), length, at);
+    at += length;
   }
   writeHeader(words, offset, n);
   ring.cursor = (at + 7) & ~7;
@@ -211,4 +204,4 @@ function encodeAny(set, n, who) {
   set.fill = ring.fill;
 }
 
-module.exports = { LIMITS, encode, utf8Length };
+module.exports = { LIMITS, encode };
