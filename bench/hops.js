@@ -1,7 +1,7 @@
 'use strict';
 // Counts, rather than times, what customlabels does on async hops:
 //   - slot writes: stores into this thread's custom_labels_current_set
-//     (lib/native.js `slot`, a Float64Array over the native pointer; a store
+//     (lib/native.js `slot`, a BigUint64Array over the native pointer; a store
 //     is not a native call, but it is the "install" the issue talks about);
 //   - native calls: calls into the addon (binding.*), which should happen
 //     only when the arena is first mapped, never on a hop.

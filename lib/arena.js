@@ -46,6 +46,7 @@ const ring = {
   buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
   baseLow: 0, // address of byte 0, low 32 bits; baseLow + arena size < 2^32
   baseHigh: 0, // the high 32 bits, the same for every byte (src/arena.c)
+  base: 0n, // the whole address of byte 0, for publishing (lib/context.js)
   fill: NOWHERE, // the Fill of the chunk being filled
   cursor: 0, // next free byte, as an offset from the arena's start
   limit: 0, // end of the chunk being filled
@@ -68,6 +69,7 @@ function map() {
   ring.words = new Uint32Array(buffer);
   ring.baseLow = low;
   ring.baseHigh = high;
+  ring.base = (BigInt(high) << 32n) | BigInt(low);
 }
 
 // Takes the next chunk in turn that does not hold the published set.

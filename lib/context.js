@@ -18,10 +18,6 @@ const { EMPTY } = require('./labelset');
 const { ring, setPinned } = require('./arena');
 const { encode } = require('./encode');
 
-// A set's address as the double with the same bits, for the slot.
-const word = new Float64Array(1);
-const wordHalves = new Uint32Array(word.buffer);
-
 const storage = new AsyncLocalStorage();
 
 // The LabelSet whose address is in the slot; undefined while it holds NULL
@@ -39,20 +35,16 @@ setPinned(() => (installed === undefined ? -1 : installed.fill.chunk));
 function install(set) {
   if (set === undefined) {
     installed = undefined;
-    slot[0] = 0;
+    slot[0] = 0n;
     return;
   }
   // A stale set is written again before it is published: never a pointer
   // into a chunk that was reused.
   if (!set.fill.live) encode(set, 'customlabels');
   installed = set;
-  if (set.offset < 0) {
-    slot[0] = 0;
-  } else {
-    wordHalves[0] = ring.baseLow + set.offset;
-    wordHalves[1] = ring.baseHigh;
-    slot[0] = word[0];
-  }
+  // Integer arithmetic only (lib/native.js says why).  Optimized code does
+  // it in a 64-bit register, with no BigInt allocated.
+  slot[0] = set.offset < 0 ? 0n : ring.base + BigInt(set.offset);
 }
 
 function before() {

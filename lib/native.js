@@ -31,9 +31,12 @@ const { binding, reason } = load();
 
 // Writing slot[0] is how a set is published: one aligned 8-byte store of the
 // set's address into this thread's custom_labels_current_set, with no native
-// call.  The address travels as the double whose bits equal it (a subnormal
-// number for any user-space address), so a Float64Array store copies exactly
-// those 8 bytes.  Where there is no addon, the slot is ordinary memory.
-const slot = new Float64Array(binding ? binding.slot() : new ArrayBuffer(8));
+// call.  The address travels as a 64-bit integer (a BigInt), never as a
+// double: a double with a pointer's bits is subnormal, and a thread whose
+// floating-point unit flushes subnormals to zero (FTZ/DAZ on x86-64, FPCR.FZ
+// on aarch64, set by any library built with -ffast-math) could turn it into
+// 0 on the way and publish NULL.  Where there is no addon, the slot is
+// ordinary memory.
+const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
 module.exports = { binding, reason, slot, LAYOUT };

@@ -269,8 +269,11 @@ def store_before(pc, slot):
     """The instruction that ends at pc and stores to memory: what a data
     watchpoint stops after.  x86 cannot be decoded backwards unambiguously,
     so every start from pc-15 to pc-1 that decodes to exactly one store
-    instruction ending at pc is a candidate."""
+    instruction ending at pc is a candidate, with its length and first byte
+    (a REX prefix, 0x40-0x4f, tells a candidate that is another one less its
+    prefix)."""
     arch = gdb.selected_frame().architecture()
+    inferior = gdb.selected_inferior()
     found = []
     for k in range(1, 16):
         try:
@@ -278,7 +281,8 @@ def store_before(pc, slot):
         except gdb.error:
             continue
         if insn["length"] == k and STORE_RE.match(insn["asm"]):
-            found.append(insn["asm"].strip())
+            first = bytes(inferior.read_memory(pc - k, 1))[0]
+            found.append(dict(asm=insn["asm"].strip(), length=k, first=first))
     return found
 
 
