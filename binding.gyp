@@ -4,7 +4,8 @@
       "target_name": "customlabels",
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
-          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/addon.c"],
+          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/addon.c"],
+          "libraries": ["-ldl"],
           "defines": ["NAPI_VERSION=8"],
           "cflags": ["-std=c11", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden",
                      "-ftls-model=global-dynamic"],
@@ -26,8 +27,11 @@
           "sources": ["src/dump/main.c", "src/dump/locate.c", "src/dump/elfinfo.c",
                       "src/dump/tlsmath.c", "src/dump/ptrace.c", "src/dump/mem.c",
                       "src/dump/proc.c", "src/dump/labels.c", "src/dump/out.c",
-                      "src/dump/sample.c"],
-          "cflags": ["-std=c11", "-O2", "-Wall", "-Wextra"],
+                      "src/dump/sample.c", "src/dump/privilege.c"],
+          "cflags": ["-std=c11", "-O2", "-Wall", "-Wextra",
+                     "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
+                     "-fPIE"],
+          "ldflags": ["-pie", "-Wl,-z,relro,-z,now"],
           "conditions": [
             ["target_arch=='x64'", {"sources": ["src/dump/arch_x86_64.c"]}],
             ["target_arch=='arm64'", {"sources": ["src/dump/arch_aarch64.c"]}]

@@ -2,48 +2,58 @@
 // customlabels: labels that external profilers read from each thread through
 // the Custom Label ABI v1, following the work across async boundaries.
 
-const native = require('./native');
-const { LIMITS, derive } = require('./labelset');
-const context = require('./context');
+const owner = require('./owner');
 
-function checkFunction(fn, who) {
-  if (typeof fn !== 'function') {
-    throw new TypeError(`${who}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
+// A copy loaded after another one in this thread hands out that one's API
+// (lib/owner.js).
+module.exports = owner.standing === 'delegate' ? owner.owner.exports : create();
+
+function create() {
+  const native = require('./native');
+  const { LIMITS, derive } = require('./labelset');
+  const context = require('./context');
+
+  function checkFunction(fn, who) {
+    if (typeof fn !== 'function') {
+      throw new TypeError(`${who}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
+    }
   }
-}
 
-/**
- * Runs fn() with `labels` added to the current labels, and keeps them for
- * all async work that fn starts.  Returns what fn returns.
- */
-function withLabels(labels, fn) {
-  checkFunction(fn, 'withLabels');
-  const parent = context.current();
-  const set = derive(parent, labels, 'withLabels');
-  return context.run(set, fn);
-}
+  /**
+   * Runs fn() with `labels` added to the current labels, and keeps them for
+   * all async work that fn starts.  Returns what fn returns.
+   */
+  function withLabels(labels, fn) {
+    checkFunction(fn, 'withLabels');
+    const parent = context.current();
+    const set = derive(parent, labels, 'withLabels');
+    return context.run(set, fn);
+  }
 
-/**
- * Adds `labels` to the current labels for the rest of the current
- * synchronous execution and the async work it starts.
- */
-function enterLabels(labels) {
-  context.enter(derive(context.current(), labels, 'enterLabels'));
-}
+  /**
+   * Adds `labels` to the current labels for the rest of the current
+   * synchronous execution and the async work it starts.
+   */
+  function enterLabels(labels) {
+    context.enter(derive(context.current(), labels, 'enterLabels'));
+  }
 
-/** The current labels, as a new plain object. */
-function getLabels() {
-  const kv = context.current().kv;
-  const result = {};
-  for (let i = 0; i < kv.length; i += 2) result[kv[i]] = kv[i + 1];
-  return result;
-}
+  /** The current labels, as a new plain object. */
+  function getLabels() {
+    const kv = context.current().kv;
+    const result = {};
+    for (let i = 0; i < kv.length; i += 2) result[kv[i]] = kv[i + 1];
+    return result;
+  }
 
-module.exports = {
-  withLabels,
-  enterLabels,
-  getLabels,
-  supported: native.binding !== null,
-  unsupportedReason: native.reason,
-  limits: LIMITS,
-};
+  const api = {
+    withLabels,
+    enterLabels,
+    getLabels,
+    supported: native.binding !== null,
+    unsupportedReason: native.reason,
+    limits: LIMITS,
+  };
+  if (owner.standing === 'own') owner.register(api);
+  return api;
+}

@@ -4,18 +4,53 @@
 // each worker loads its own copy of this module and gets its own binding
 // instance, slot and arena.
 
+const os = require('node:os');
+const path = require('node:path');
+const { conflict } = require('./owner');
+
 const LAYOUT = {
   pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
 };
 
+const ADDON = path.join(__dirname, '..', 'build', 'Release', 'customlabels.node');
+
+// Loads the addon as require() would, but with RTLD_GLOBAL, so that its
+// custom_labels_current_set joins the process's global scope.  Any other
+// copy of this package loaded later (npm installs two when two dependencies
+// want different versions) then binds its relocation to this same variable:
+// one variable per thread, whichever copy a profiler reads (src/peers.c).
+function dlopen(file) {
+  const module = { exports: {} };
+  const { RTLD_NOW, RTLD_GLOBAL } = os.constants.dlopen;
+  process.dlopen(module, file, RTLD_NOW | RTLD_GLOBAL);
+  return module.exports;
+}
+
+// Copies that were loaded before this one without RTLD_GLOBAL (an older
+// release) keep a variable of their own: say so, naming both files.
+function checkPeers(binding) {
+  for (const [other, shared] of binding.peers()) {
+    if (shared) continue;
+    process.emitWarning(
+      `${other} defines its own custom_labels_current_set, apart from ${ADDON}: ` +
+      'labels set through one copy of customlabels are invisible to a profiler that reads the other. ' +
+      'Install a single copy (npm ls customlabels shows who needs which; npm dedupe), ' +
+      'or make every copy a release that shares the variable.',
+      { code: 'CUSTOMLABELS_TWO_VARIABLES' });
+  }
+}
+
 function load() {
+  // A copy that may not share this thread's labels must not write the
+  // variable the first copy publishes through (lib/owner.js).
+  if (conflict !== null) return { binding: null, reason: conflict };
   if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
     return { binding: null, reason: `the Custom Label ABI needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}` };
   }
   let binding;
   try {
-    binding = require('../build/Release/customlabels.node');
+    binding = dlopen(ADDON);
   } catch (err) {
     return { binding: null, reason: `the native addon did not load: ${err.message}` };
   }
@@ -28,6 +63,7 @@ function load() {
 }
 
 const { binding, reason } = load();
+if (binding) checkPeers(binding);
 
 // Writing slot[0] is how a set is published: one aligned 8-byte store of the
 // set's address into this thread's custom_labels_current_set, with no native

@@ -146,6 +146,42 @@ static napi_value published_address(napi_env env, napi_callback_info info) {
   return number(env, (double)(uintptr_t)cl_published());
 }
 
+typedef struct {
+  napi_env env;
+  napi_value array;
+  uint32_t n;
+  bool failed;
+} peers_ctx_t;
+
+static void push_peer(const char *path, bool shared, void *opaque) {
+  peers_ctx_t *ctx = opaque;
+  if (ctx->failed) return;
+  napi_value pair, p, s;
+  ctx->failed = napi_create_string_utf8(ctx->env, path, NAPI_AUTO_LENGTH, &p) != napi_ok ||
+                napi_get_boolean(ctx->env, shared, &s) != napi_ok ||
+                napi_create_array_with_length(ctx->env, 2, &pair) != napi_ok ||
+                napi_set_element(ctx->env, pair, 0, p) != napi_ok ||
+                napi_set_element(ctx->env, pair, 1, s) != napi_ok ||
+                napi_set_element(ctx->env, ctx->array, ctx->n++, pair) != napi_ok;
+}
+
+/*
+ * peers(): [[path, shared], ...] for the other loaded objects that define
+ * custom_labels_current_set (src/peers.c); `shared` says whether they
+ * publish through the same variable as this module.
+ */
+static napi_value peers(napi_env env, napi_callback_info info) {
+  (void)info;
+  peers_ctx_t ctx = {env, NULL, 0, false};
+  CALL(env, napi_create_array(env, &ctx.array));
+  cl_peers(push_peer, &ctx);
+  if (ctx.failed) {
+    throw_status(env, "peers");
+    return NULL;
+  }
+  return ctx.array;
+}
+
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
@@ -195,6 +231,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
       {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };
   CALL(env, napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));

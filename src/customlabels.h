@@ -6,6 +6,7 @@
 #ifndef CUSTOMLABELS_H
 #define CUSTOMLABELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,15 @@ void cl_publish(custom_labels_labelset_t *set);
 custom_labels_labelset_t *cl_published(void);
 /* Address of the calling thread's slot, for the JavaScript fast path. */
 custom_labels_labelset_t **cl_slot(void);
+
+/*
+ * Other loaded objects that define custom_labels_current_set (other copies
+ * of this addon, src/peers.c): calls `emit` with each one's path and whether
+ * its variable is the one this module publishes through (`shared`).
+ * Returns how many there are.
+ */
+typedef void (*cl_peer_cb)(const char *path, bool shared, void *ctx);
+size_t cl_peers(cl_peer_cb emit, void *ctx);
 
 /*
  * Arena: the memory that the label sets of one thread live in.

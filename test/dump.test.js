@@ -8,7 +8,7 @@
 // running: no thread stopped, no tracer attached.
 
 const assert = require('node:assert/strict');
-const { spawn, spawnSync, execFile } = require('node:child_process');
+const { spawn, spawnSync, execFile, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -469,6 +469,52 @@ describe('customlabels-dump', function () {
           assert.match(allowed.stderr, /ptrace_scope = /);
         }
         await assertResumed(own.pid);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('with CAP_SYS_PTRACE from setcap, reads only what its user could trace without it', async function () {
+      if (process.getuid() !== 0 || !have('getcap', [process.execPath])) this.skip();
+      const root = await startFixture(bin.abi_exe, ['edge']);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-setcap-'));
+      const nobody = { uid: 65534, gid: 65534, cwd: '/' };
+      try {
+        fs.chmodSync(dir, 0o755);
+        const copy = (from) => {
+          const to = path.join(dir, path.basename(from));
+          fs.copyFileSync(from, to);
+          fs.chmodSync(to, 0o755);
+          return to;
+        };
+        const dump = copy(DUMP);
+        execFileSync('setcap', ['cap_sys_ptrace+ep', dump]);
+        assert.match(execFileSync('getcap', [dump], { encoding: 'utf8' }), /cap_sys_ptrace[=+]ep/);
+
+        // A root process: refused by the program itself (the kernel would
+        // allow it), with exit 4 and why.
+        const denied = spawnSync(dump, ['--json', String(root.pid)], { encoding: 'utf8', timeout: 20000, ...nobody });
+        assert.equal(denied.status, 4, `${denied.error ?? ''} ${denied.stderr}`);
+        assert.equal(denied.stdout, '');
+        assert.match(denied.stderr, new RegExp(`process ${root.pid} runs as uid 0/0/0`));
+        assert.match(denied.stderr, /runs with privileges that its user does not have/);
+        const sampled = spawnSync(dump, ['--sample', '50', '--duration', '0.2', String(root.pid)], { encoding: 'utf8', timeout: 20000, ...nobody });
+        assert.equal(sampled.status, 4, sampled.stderr);
+        assert.equal(sampled.stdout, '');
+        await assertResumed(root.pid);
+
+        // Its user's own process: read, whatever Yama says (the capability
+        // is what the operator granted it for).
+        const own = await startFixture(copy(bin.abi_exe), ['edge'], nobody);
+        const allowed = spawnSync(dump, ['--json', String(own.pid)], { encoding: 'utf8', timeout: 20000, ...nobody });
+        assert.equal(allowed.status, 0, allowed.stderr);
+        assert.deepEqual(byTid(jsonLines(allowed.stdout)).get(own.pid).labels, { route: '/main', user: '42' });
+        await assertResumed(own.pid);
+
+        // Root, running the same copy, may read anything.
+        const asRoot = spawnSync(dump, ['--json', String(root.pid)], { encoding: 'utf8', timeout: 20000 });
+        assert.equal(asRoot.status, 0, asRoot.stderr);
+        await assertResumed(root.pid);
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }

@@ -79,6 +79,26 @@ typedef struct {
 int cld_tasks_list(pid_t pid, cld_tasks_t *tasks);
 void cld_tasks_free(cld_tasks_t *tasks);
 
+/* ---- Running with privilege (privilege.c) ---- */
+
+/* Whom this program may read for, when it runs with more privilege than
+ * its user (AT_SECURE: file capabilities or set-user-ID). */
+typedef struct {
+  bool restricted;              /* privileged, and the user is not root */
+  unsigned long uid, gid;       /* the invoking user's real uid and gid */
+  unsigned long long starttime; /* of the process checked first */
+} cld_guard_t;
+
+/* Checks, before anything is read, that the user may read process pid;
+ * CLD_EXIT_PERM with a message saying why not.  No-op unless restricted. */
+int cld_guard_init(cld_guard_t *guard, pid_t pid, cld_error_t *err);
+/* The same check again, and that pid is still the same process: call after
+ * reading and before printing what was read. */
+int cld_guard_check(const cld_guard_t *guard, pid_t pid, cld_error_t *err);
+/* Parses a "Uid:" or "Gid:" line (name without the colon) of a
+ * /proc/PID/status text into its four ids; false if absent or malformed. */
+bool cld_status_ids(const char *status, size_t len, const char *name, unsigned long ids[4]);
+
 /* ---- Finding the ABI in the process (locate.c) ---- */
 
 typedef enum {
@@ -211,7 +231,8 @@ void cld_json_string(FILE *out, const unsigned char *bytes, size_t len);
 /* Unquoted text for the table (a name, a path): control characters and
  * invalid UTF-8 bytes become \xHH, so a target cannot send terminal escapes. */
 void cld_text_plain(FILE *out, const char *text);
-/* Quoted C-like string for the table: invalid UTF-8 bytes become \xHH. */
+/* Quoted C-like string for the table: invalid UTF-8 bytes and control
+ * characters (C0, DEL, C1) become \xHH. */
 void cld_text_string(FILE *out, const unsigned char *bytes, size_t len);
 /* The "labels" value: null, or an object in the set's order. */
 void cld_json_labels(FILE *out, const cld_labels_t *labels);
@@ -231,6 +252,7 @@ typedef struct {
   unsigned hz;
   double duration;
   bool json;
+  const cld_guard_t *guard; /* checked again before the report is printed */
 } cld_sample_options_t;
 
 int cld_sample(const cld_target_t *target, const cld_sample_options_t *options,

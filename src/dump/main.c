@@ -182,7 +182,8 @@ static int stop_error(const cld_target_t *t, cld_stop_status_t status, int errnu
   return cld_proc_error(err, t->pid, errnum, "attach with ptrace to the threads");
 }
 
-static int snapshot(const options_t *o, const cld_target_t *t, cld_error_t *err) {
+static int snapshot(const options_t *o, const cld_target_t *t, const cld_guard_t *guard,
+                    cld_error_t *err) {
   cld_tasks_t tasks = {0};
   int e = cld_tasks_list(t->pid, &tasks);
   if (e != 0) {
@@ -244,6 +245,9 @@ static int snapshot(const options_t *o, const cld_target_t *t, cld_error_t *err)
         snprintf(labels->why, sizeof(labels->why), "cannot stop the thread: %s", strerror(errnum));
         break;
     }
+    /* Nothing read is shown unless the process may still be read. */
+    result = cld_guard_check(guard, t->pid, err);
+    if (result != 0) break;
     print_thread(o, tid, name, labels);
     shown++;
   }
@@ -267,6 +271,8 @@ int main(int argc, char **argv) {
   if (cld_ptrace_init(&err) != 0) goto failed;
   follow_launcher();
   alarm(o.sample ? (unsigned)o.duration + WATCHDOG_SECONDS : WATCHDOG_SECONDS);
+  cld_guard_t guard;
+  if (cld_guard_init(&guard, o.pid, &err) != 0) goto failed;
   if (cld_proc_check(o.pid, &err) != 0) goto failed;
   cld_target_t target;
   if (cld_locate(o.pid, &target, stderr, &err) != 0) goto failed;
@@ -280,10 +286,10 @@ int main(int argc, char **argv) {
     goto failed;
   }
   if (o.sample) {
-    cld_sample_options_t so = {.hz = o.hz, .duration = o.duration, .json = o.json};
+    cld_sample_options_t so = {.hz = o.hz, .duration = o.duration, .json = o.json, .guard = &guard};
     rc = cld_sample(&target, &so, &err);
   } else {
-    rc = snapshot(&o, &target, &err);
+    rc = snapshot(&o, &target, &guard, &err);
   }
   if (!cld_ptrace_settle()) {
     fprintf(stderr,

@@ -624,6 +624,12 @@ int cld_sample(const cld_target_t *t, const cld_sample_options_t *options, cld_e
     rc = cld_fail(err, CLD_EXIT_NOPROC, "no such process: %d exited before it could be sampled", (int)t->pid);
     goto done;
   }
+  /* A process that is still there must still be one the user may read
+   * (privilege.c); one that exited was checked at every thread it had. */
+  if (!s.gone && options->guard != NULL) {
+    rc = cld_guard_check(options->guard, t->pid, err);
+    if (rc != 0) goto done;
+  }
   rc = report(&s, elapsed, err);
   if (s.gone) fprintf(stderr, "customlabels-dump: process %d exited after %.2f s; sampled until then\n", (int)t->pid, elapsed);
   if (cld_stop_requested())

@@ -1,0 +1,120 @@
+'use strict';
+// Two copies of the package in one process, as npm installs them when two
+// dependencies want different versions: both installed from `npm pack`, at
+// different paths.  Every copy must publish through one variable, and a
+// profiler reading either copy's module must see the same labels.
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
+const { supported } = require('..');
+
+const ROOT = path.resolve(__dirname, '..');
+const CHILD = path.join(__dirname, 'helpers/copies-child.js');
+const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
+
+function lines(stdout) {
+  return stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+}
+
+describe('two copies of the package in one process', function () {
+  this.timeout(120000);
+  let tmp;
+  let A;
+  let B;
+
+  function child(mode) {
+    const out = execFileSync(process.execPath, [CHILD, mode, A, B], { encoding: 'utf8', timeout: 60000, stdio: ['ignore', 'pipe', 'pipe'] });
+    return lines(out)[0];
+  }
+
+  before(function () {
+    if (!supported) this.skip();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-copies-'));
+    const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'],
+      { cwd, encoding: 'utf8', timeout: 110000 });
+    npm(['pack', '--pack-destination', tmp, '--silent'], ROOT);
+    const tarball = fs.readdirSync(tmp).find((f) => f.endsWith('.tgz'));
+    // Two installs (each builds its own addon), at paths that differ.
+    for (const dir of ['app-a', 'vendor/app-b']) {
+      fs.mkdirSync(path.join(tmp, dir), { recursive: true });
+      npm(['install', '--no-save', path.join(tmp, tarball)], path.join(tmp, dir));
+    }
+    A = path.join(tmp, 'app-a', 'node_modules', 'customlabels');
+    B = path.join(tmp, 'vendor', 'app-b', 'node_modules', 'customlabels');
+    assert.notEqual(fs.realpathSync(path.join(A, 'build/Release/customlabels.node')),
+      fs.realpathSync(path.join(B, 'build/Release/customlabels.node')));
+  });
+
+  after(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('the second copy hands out the first one\'s API: sync, nested and after an await, both modules read the same', () => {
+    const r = child('shared');
+    assert.equal(r.sameApi, true);
+    assert.equal(r.supported, true);
+    assert.deepEqual(r.syncB, { a: { copy: 'b' }, b: { copy: 'b' } });
+    const both = (labels) => ({ a: labels, b: labels });
+    assert.deepEqual(r.nested.inside, both({ outer: 'a', inner: 'b' }));
+    assert.deepEqual(r.nested.labels, { outer: 'a', inner: 'b' });
+    assert.deepEqual(r.nested.afterAwait, both({ outer: 'a', inner: 'b' }));
+    assert.deepEqual(r.nested.outerAgain, both({ outer: 'a' }));
+    assert.deepEqual(r.after, both(null));
+    assert.deepEqual(r.warnings, []);
+  });
+
+  it('a worker that loads the other copy first publishes through the same variable; customlabels-dump sees every thread', async () => {
+    const proc = spawn(process.execPath, [CHILD, 'worker', A, B], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    proc.stdout.on('data', (d) => { out += d; });
+    const ready = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`child not ready: ${out}`)), 60000);
+      proc.stdout.on('data', () => {
+        if (!out.includes('\n')) return;
+        clearTimeout(timer);
+        resolve(lines(out)[0]);
+      });
+      proc.on('exit', (code) => reject(new Error(`child exited (${code}): ${out}`)));
+    });
+    try {
+      assert.equal(ready.worker.sameApi, true);
+      // The worker's B module, loaded after A's, is bound to A's variable.
+      assert.deepEqual(ready.worker.peers, [[path.join(A, 'build/Release/customlabels.node'), true]]);
+      assert.deepEqual(ready.worker.seenByA, { copy: 'b', thread: 'worker' });
+      assert.deepEqual(ready.main.seenByB, { copy: 'a', thread: 'main' });
+      const dump = spawnSync(DUMP, ['--json', String(ready.pid)], { encoding: 'utf8', timeout: 20000 });
+      assert.equal(dump.status, 0, dump.stderr);
+      const threads = new Map(lines(dump.stdout).map((t) => [t.tid, t.labels]));
+      assert.deepEqual(threads.get(ready.main.tid), { copy: 'a', thread: 'main' });
+      assert.deepEqual(threads.get(ready.worker.tid), { copy: 'b', thread: 'worker' });
+    } finally {
+      proc.stdin.end('go\n');
+    }
+    const code = await new Promise((resolve) => proc.on('exit', resolve));
+    assert.equal(code, 0);
+  });
+
+  it('an older copy with a variable of its own is named, with ours, in one warning', () => {
+    const r = child('old-first');
+    assert.deepEqual(r.seen.b, { copy: 'b' });
+    assert.equal(r.seen.a, null, 'the older copy\'s variable is its own');
+    const two = r.warnings.filter((w) => w.code === 'CUSTOMLABELS_TWO_VARIABLES');
+    assert.equal(two.length, 1, JSON.stringify(r.warnings));
+    assert.ok(two[0].message.includes(path.join(A, 'build/Release/customlabels.node')), two[0].message);
+    assert.ok(two[0].message.includes(path.join(B, 'build/Release/customlabels.node')), two[0].message);
+  });
+
+  it('a copy that speaks another protocol publishes nothing and says why, naming both copies', () => {
+    const r = child('protocol');
+    assert.equal(r.supported, false);
+    assert.match(r.reason, /cannot share this thread's labels/);
+    assert.ok(r.reason.includes(A) && r.reason.includes('/elsewhere/customlabels'), r.reason);
+    assert.deepEqual(r.ran, { labels: { copy: 'a' }, seen: null });
+    const conflict = r.warnings.filter((w) => w.code === 'CUSTOMLABELS_INCOMPATIBLE_COPY');
+    assert.equal(conflict.length, 1, JSON.stringify(r.warnings));
+    assert.equal(conflict[0].message, r.reason);
+  });
+});
