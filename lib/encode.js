@@ -5,7 +5,8 @@
 // set is intact exactly as long as its chunk is.
 //
 // encode(set) writes the labels in set.kv and records where: set.offset in
-// the arena and set.fill, the token of the chunk's current contents.  It is
+// the arena, set.word (the address as the 64-bit integer that is published)
+// and set.fill, the token of the chunk's current contents.  It is
 // called when a set is made, and again for a stale set just before it is
 // published.  Only the first call can throw: it is the one that checks the
 // limits, in bytes.
@@ -75,6 +76,7 @@ function encode(set, who) {
   const n = set.kv.length >> 1;
   if (n === 0) {
     set.offset = -1;
+    set.word = 0n;
     set.fill = NOWHERE;
     return;
   }
@@ -127,6 +129,7 @@ function encodeAscii(set, n) {
   writeHeader(words, offset, n);
   ring.cursor = (at + 7) & ~7;
   set.offset = offset;
+  set.word = ring.base + BigInt(offset);
   set.fill = fill;
   previous = set;
   return true;
@@ -184,6 +187,7 @@ function encodeAny(set, n, who) {
   // Without the addon the set keeps its JavaScript meaning and is never published.
   if (binding === null) {
     set.offset = -1;
+    set.word = 0n;
     set.fill = NOWHERE;
     return;
   }
@@ -201,6 +205,7 @@ function encodeAny(set, n, who) {
   writeHeader(words, offset, n);
   ring.cursor = (at + 7) & ~7;
   set.offset = offset;
+  set.word = ring.base + BigInt(offset);
   set.fill = ring.fill;
 }
 

@@ -16,6 +16,7 @@ class LabelSet {
   constructor(kv) {
     this.kv = kv; // [key, value, key, value...]: strings, keys unique, in storage order
     this.offset = -1; // where the bytes are in the arena (lib/encode.js); -1: none, publish NULL
+    this.word = 0n; // the address to publish, as a 64-bit integer (lib/native.js says why)
     this.fill = NOWHERE; // the arena's token for the contents of that chunk (lib/arena.js)
   }
 
