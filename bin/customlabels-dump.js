@@ -10,14 +10,24 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const program = path.join(__dirname, '..', 'build', 'Release', 'customlabels-dump');
+const { unsupportedReason } = require('../lib/platform');
 
-if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
-  process.stderr.write(`customlabels-dump: the Custom Label ABI needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}\n`);
+const root = path.join(__dirname, '..');
+// Built from source (a git checkout), else the prebuilt program the npm
+// package ships for this architecture.
+const candidates = [
+  path.join(root, 'build', 'Release', 'customlabels-dump'),
+  path.join(root, 'prebuilds', `linux-${process.arch}`, 'customlabels-dump'),
+];
+
+const reason = unsupportedReason();
+if (reason !== null) {
+  process.stderr.write(`customlabels-dump: ${reason}\n`);
   process.exit(1);
 }
-if (!fs.existsSync(program)) {
-  process.stderr.write(`customlabels-dump: ${program} is not built; run \`npm install\` (or \`npx node-gyp rebuild\`) in ${path.join(__dirname, '..')}\n`);
+const program = candidates.find((file) => fs.existsSync(file));
+if (program === undefined) {
+  process.stderr.write(`customlabels-dump: neither ${candidates.join(' nor ')} exists; run \`npm install\` (or \`npx node-gyp rebuild\`) in ${root}\n`);
   process.exit(1);
 }
 

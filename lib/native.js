@@ -7,13 +7,23 @@
 const os = require('node:os');
 const path = require('node:path');
 const { conflict } = require('./owner');
+const { unsupportedReason } = require('./platform');
 
 const LAYOUT = {
   pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
 };
 
-const ADDON = path.join(__dirname, '..', 'build', 'Release', 'customlabels.node');
+const ROOT = path.join(__dirname, '..');
+
+// The addon's file: build/Release/customlabels.node when it was built from
+// source (a git checkout, or no prebuilt addon fitted), else the prebuilt
+// one for this platform, prebuilds/linux-<arch>/customlabels.node.
+// node-gyp-build makes that choice, as it did at install time.  Every file
+// name ends in customlabels.node: that is how readers recognise the module.
+function addonPath() {
+  return require('node-gyp-build').path(ROOT);
+}
 
 // Loads the addon as require() would, but with RTLD_GLOBAL, so that its
 // custom_labels_current_set joins the process's global scope.  Any other
@@ -29,11 +39,11 @@ function dlopen(file) {
 
 // Copies that were loaded before this one without RTLD_GLOBAL (an older
 // release) keep a variable of their own: say so, naming both files.
-function checkPeers(binding) {
+function checkPeers(binding, file) {
   for (const [other, shared] of binding.peers()) {
     if (shared) continue;
     process.emitWarning(
-      `${other} defines its own custom_labels_current_set, apart from ${ADDON}: ` +
+      `${other} defines its own custom_labels_current_set, apart from ${file}: ` +
       'labels set through one copy of customlabels are invisible to a profiler that reads the other. ' +
       'Install a single copy (npm ls customlabels shows who needs which; npm dedupe), ' +
       'or make every copy a release that shares the variable.',
@@ -45,12 +55,13 @@ function load() {
   // A copy that may not share this thread's labels must not write the
   // variable the first copy publishes through (lib/owner.js).
   if (conflict !== null) return { binding: null, reason: conflict };
-  if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
-    return { binding: null, reason: `the Custom Label ABI needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}` };
-  }
+  const unsupported = unsupportedReason();
+  if (unsupported !== null) return { binding: null, reason: unsupported };
+  let file;
   let binding;
   try {
-    binding = dlopen(ADDON);
+    file = addonPath();
+    binding = dlopen(file);
   } catch (err) {
     return { binding: null, reason: `the native addon did not load: ${err.message}` };
   }
@@ -59,11 +70,11 @@ function load() {
       return { binding: null, reason: `unexpected ABI layout: ${name} is ${binding.layout[name]}, not ${value}` };
     }
   }
-  return { binding, reason: null };
+  return { binding, file, reason: null };
 }
 
-const { binding, reason } = load();
-if (binding) checkPeers(binding);
+const { binding, file, reason } = load();
+if (binding) checkPeers(binding, file);
 
 // Writing slot[0] is how a set is published: one aligned 8-byte store of the
 // set's address into this thread's custom_labels_current_set, with no native
@@ -75,4 +86,4 @@ if (binding) checkPeers(binding);
 // ordinary memory.
 const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
-module.exports = { binding, reason, slot, LAYOUT };
+module.exports = { binding, file: file ?? null, reason, slot, LAYOUT };

@@ -10,17 +10,20 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const { supported } = require('..');
+const { pack, npm } = require('./helpers/pack');
 
 const ROOT = path.resolve(__dirname, '..');
 const CHILD = path.join(__dirname, 'helpers/copies-child.js');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
+// Where an installed copy's addon is: the prebuilt one (the package ships it).
+const ADDON = path.join('prebuilds', `linux-${process.arch}`, 'customlabels.node');
 
 function lines(stdout) {
   return stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
 }
 
 describe('two copies of the package in one process', function () {
-  this.timeout(120000);
+  this.timeout(300000);
   let tmp;
   let A;
   let B;
@@ -33,19 +36,16 @@ describe('two copies of the package in one process', function () {
   before(function () {
     if (!supported) this.skip();
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-copies-'));
-    const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'],
-      { cwd, encoding: 'utf8', timeout: 110000 });
-    npm(['pack', '--pack-destination', tmp, '--silent'], ROOT);
-    const tarball = fs.readdirSync(tmp).find((f) => f.endsWith('.tgz'));
-    // Two installs (each builds its own addon), at paths that differ.
+    const tarball = pack();
+    // Two installs, each with its own addon file, at paths that differ.
     for (const dir of ['app-a', 'vendor/app-b']) {
       fs.mkdirSync(path.join(tmp, dir), { recursive: true });
-      npm(['install', '--no-save', path.join(tmp, tarball)], path.join(tmp, dir));
+      npm(['install', '--no-save', tarball], { cwd: path.join(tmp, dir) });
     }
     A = path.join(tmp, 'app-a', 'node_modules', 'customlabels');
     B = path.join(tmp, 'vendor', 'app-b', 'node_modules', 'customlabels');
-    assert.notEqual(fs.realpathSync(path.join(A, 'build/Release/customlabels.node')),
-      fs.realpathSync(path.join(B, 'build/Release/customlabels.node')));
+    assert.notEqual(fs.realpathSync(path.join(A, ADDON)),
+      fs.realpathSync(path.join(B, ADDON)));
   });
 
   after(() => {
@@ -82,7 +82,7 @@ describe('two copies of the package in one process', function () {
     try {
       assert.equal(ready.worker.sameApi, true);
       // The worker's B module, loaded after A's, is bound to A's variable.
-      assert.deepEqual(ready.worker.peers, [[path.join(A, 'build/Release/customlabels.node'), true]]);
+      assert.deepEqual(ready.worker.peers, [[path.join(A, ADDON), true]]);
       assert.deepEqual(ready.worker.seenByA, { copy: 'b', thread: 'worker' });
       assert.deepEqual(ready.main.seenByB, { copy: 'a', thread: 'main' });
       const dump = spawnSync(DUMP, ['--json', String(ready.pid)], { encoding: 'utf8', timeout: 20000 });
@@ -103,8 +103,8 @@ describe('two copies of the package in one process', function () {
     assert.equal(r.seen.a, null, 'the older copy\'s variable is its own');
     const two = r.warnings.filter((w) => w.code === 'CUSTOMLABELS_TWO_VARIABLES');
     assert.equal(two.length, 1, JSON.stringify(r.warnings));
-    assert.ok(two[0].message.includes(path.join(A, 'build/Release/customlabels.node')), two[0].message);
-    assert.ok(two[0].message.includes(path.join(B, 'build/Release/customlabels.node')), two[0].message);
+    assert.ok(two[0].message.includes(path.join(A, ADDON)), two[0].message);
+    assert.ok(two[0].message.includes(path.join(B, ADDON)), two[0].message);
   });
 
   it('a copy that speaks another protocol publishes nothing and says why, naming both copies', () => {

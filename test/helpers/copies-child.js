@@ -21,7 +21,8 @@ const path = require('node:path');
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
 const [mode, A, B] = isMainThread ? process.argv.slice(2) : [workerData.mode, workerData.A, workerData.B];
-const addon = (root) => path.join(root, 'build', 'Release', 'customlabels.node');
+// An installed copy's addon: the prebuilt one that the package ships.
+const addon = (root) => path.join(root, 'prebuilds', `linux-${process.arch}`, 'customlabels.node');
 
 const warnings = [];
 process.on('warning', (w) => warnings.push({ code: w.code, message: w.message }));

@@ -1,0 +1,156 @@
+'use strict';
+// The packed tarball as users install it: prebuilt addons and readers for
+// linux-x64 and linux-arm64, installed where there is no compiler, and an
+// install that never fails where the ABI is not supported.
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
+const { pack, npm } = require('./helpers/pack');
+const { supported } = require('..');
+
+const FAKE = path.join(__dirname, 'helpers/fake-platform.js');
+
+function lines(stdout) {
+  return stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+}
+
+function listTarball(tarball) {
+  return execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).split('\n').filter(Boolean);
+}
+
+// A PATH with node, npm, npx and sh only: no compiler, make or Python.
+function bareBin(dir) {
+  const bin = path.join(dir, 'bare-bin');
+  fs.mkdirSync(bin);
+  const which = (name) => fs.realpathSync(execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim());
+  for (const [name, target] of [['node', process.execPath], ['npm', which('npm')], ['npx', which('npx')], ['sh', '/bin/sh']]) {
+    fs.symlinkSync(target, path.join(bin, name));
+  }
+  for (const tool of ['gcc', 'cc', 'make', 'python3', 'g++']) {
+    assert.notEqual(spawnSync('sh', ['-c', `command -v ${tool}`], { env: { PATH: bin } }).status, 0, `${tool} is on the bare PATH`);
+  }
+  return bin;
+}
+
+describe('the packed tarball', function () {
+  this.timeout(300000);
+  let tmp;
+  let tarball;
+  let installed;
+  let bare;
+
+  before(function () {
+    if (!supported) this.skip();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-package-'));
+    tarball = pack();
+    bare = bareBin(tmp);
+    const app = path.join(tmp, 'app');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), '{"private": true}\n');
+    // npm itself runs on the bare PATH: the install script finds no compiler.
+    npm(['install', tarball], { cwd: app, env: { ...process.env, PATH: bare } });
+    installed = path.join(app, 'node_modules', 'customlabels');
+  });
+
+  after(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('ships prebuilt addons and readers for linux-x64 and linux-arm64, named so readers find them', () => {
+    const files = listTarball(tarball);
+    for (const arch of ['x64', 'arm64']) {
+      assert.ok(files.includes(`package/prebuilds/linux-${arch}/customlabels.node`), `linux-${arch} addon in ${files.join(' ')}`);
+      assert.ok(files.includes(`package/prebuilds/linux-${arch}/customlabels-dump`), `linux-${arch} reader`);
+    }
+    for (const f of files.filter((name) => name.endsWith('.node'))) assert.match(f, /customlabels\.node$/);
+    const machine = { x64: 'Advanced Micro Devices X86-64', arm64: 'AArch64' };
+    for (const arch of ['x64', 'arm64']) {
+      for (const file of ['customlabels.node', 'customlabels-dump']) {
+        const header = execFileSync('readelf', ['-h', path.join(installed, 'prebuilds', `linux-${arch}`, file)], { encoding: 'utf8' });
+        assert.match(header, new RegExp(`Machine:\\s+${machine[arch]}`), `${arch}/${file}`);
+      }
+      // The ABI: both symbols exported, the variable reached through TLSDESC.
+      const addon = path.join(installed, 'prebuilds', `linux-${arch}`, 'customlabels.node');
+      const syms = execFileSync('readelf', ['-W', '--dyn-syms', addon], { encoding: 'utf8' });
+      assert.match(syms, /\bTLS\s+GLOBAL\s+DEFAULT\s+\d+\s+custom_labels_current_set\b/);
+      assert.match(syms, /\b4\s+OBJECT\s+GLOBAL\s+DEFAULT\s+\d+\s+custom_labels_abi_version\b/);
+      const relocs = execFileSync('readelf', ['-W', '-r', addon], { encoding: 'utf8' });
+      assert.match(relocs, arch === 'x64' ? /R_X86_64_TLSDESC\s+0+\s+custom_labels_current_set/ : /R_AARCH64_TLSDESC\s+0+\s+custom_labels_current_set/);
+    }
+  });
+
+  it('installs with no compiler on PATH, builds nothing, and publishes labels read back natively', () => {
+    assert.equal(fs.existsSync(path.join(installed, 'build')), false, 'the install built from source');
+    const script = `
+      const { withLabels, supported } = require(${JSON.stringify(installed)});
+      const native = require(${JSON.stringify(path.join(installed, 'lib', 'native'))});
+      const read = () => native.binding.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
+      const inside = withLabels({ route: '/checkout', user: '42' }, read);
+      console.log(JSON.stringify({ supported, file: native.file, inside, after: read() }));
+    `;
+    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PATH: bare } }));
+    assert.equal(out.supported, true);
+    assert.equal(out.file, path.join(installed, 'prebuilds', `linux-${process.arch}`, 'customlabels.node'));
+    assert.deepEqual(out.inside, [['route', '/checkout'], ['user', '42']]);
+    assert.equal(out.after, null);
+  });
+
+  it('npx customlabels-dump runs the prebuilt reader', async () => {
+    const child = spawn(process.execPath, ['-e', `
+      const { withLabels } = require(${JSON.stringify(installed)});
+      withLabels({ route: '/prebuilt' }, () => {
+        console.log('ready');
+        require('node:fs').readSync(0, Buffer.alloc(8));
+      });
+    `], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      await new Promise((resolve, reject) => {
+        child.stdout.once('data', resolve);
+        child.once('exit', (code) => reject(new Error(`child exited (${code})`)));
+      });
+      const r = spawnSync('npx', ['--no-install', 'customlabels-dump', '--json', String(child.pid)],
+        { cwd: path.dirname(path.dirname(installed)), encoding: 'utf8', timeout: 60000, env: { ...process.env, PATH: bare } });
+      assert.equal(r.status, 0, r.stderr);
+      const main = lines(r.stdout).find((t) => t.tid === child.pid);
+      assert.deepEqual(main.labels, { route: '/prebuilt' });
+    } finally {
+      child.stdin.end('go\n');
+    }
+  });
+
+  describe('where the ABI is not supported', () => {
+    const cases = [
+      { name: 'macOS', env: { CUSTOMLABELS_FAKE_PLATFORM: 'darwin' }, reason: /Linux on x86-64 or aarch64, not darwin\/x64|not darwin\/arm64/ },
+      { name: 'Windows', env: { CUSTOMLABELS_FAKE_PLATFORM: 'win32' }, reason: /not win32\// },
+      { name: 'another CPU', env: { CUSTOMLABELS_FAKE_ARCH: 'riscv64' }, reason: /not linux\/riscv64/ },
+      { name: 'musl', env: { CUSTOMLABELS_FAKE_LIBC: 'musl' }, reason: /runs on musl/ },
+    ];
+    for (const c of cases) {
+      it(`${c.name}: the install script succeeds at once with no compiler; the API keeps its meaning, unsupported`, () => {
+        const copy = path.join(tmp, `unsupported-${c.name.replace(/\W/g, '')}`);
+        fs.cpSync(installed, copy, { recursive: true });
+        fs.rmSync(path.join(copy, 'prebuilds'), { recursive: true });
+        const env = { ...process.env, ...c.env, PATH: bare, NODE_OPTIONS: `--require ${FAKE}` };
+        const r = spawnSync(process.execPath, [path.join(copy, 'scripts', 'install.js')], { cwd: copy, encoding: 'utf8', env });
+        assert.equal(r.status, 0, r.stderr);
+        assert.match(r.stdout, /nothing to build/);
+        assert.equal(fs.existsSync(path.join(copy, 'build')), false);
+        const script = `
+          const { withLabels, getLabels, supported, unsupportedReason } = require(${JSON.stringify(copy)});
+          const inner = withLabels({ route: '/x' }, () => withLabels({ user: 7 }, getLabels));
+          let error = null;
+          try { withLabels('nope', () => {}); } catch (e) { error = e.constructor.name + ': ' + e.message; }
+          console.log(JSON.stringify({ supported, unsupportedReason, inner, error }));
+        `;
+        const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env }));
+        assert.equal(out.supported, false);
+        assert.match(out.unsupportedReason, c.reason);
+        assert.deepEqual(out.inner, { route: '/x', user: '7' });
+        assert.match(out.error, /^TypeError: withLabels: labels must be a plain object/);
+      });
+    }
+  });
+});
