@@ -233,6 +233,18 @@ static int use_module(pid_t pid, const candidate_t *c, const cld_elf_t *elf, cld
       return cld_fail(err, CLD_EXIT_ERROR, "%s: unusable PT_TLS (size %" PRIu64 ", alignment %" PRIu64 ")",
                       c->path, elf->tls_memsz, elf->tls_align);
     }
+    /*
+     * st_value of a TLS symbol is its offset in the PT_TLS block, so the
+     * pointer must lie within it.  A file that says otherwise is corrupt; this
+     * also bounds set_value (the block is bounded above), so the sum below
+     * cannot overflow.
+     */
+    if (elf->tls_memsz < sizeof(uint64_t) || elf->set_value > elf->tls_memsz - sizeof(uint64_t)) {
+      return cld_fail(err, CLD_EXIT_ERROR,
+                      "%s: custom_labels_current_set (offset 0x%" PRIx64 ") lies outside its "
+                      "PT_TLS block (size %" PRIu64 ")",
+                      c->path, elf->set_value, elf->tls_memsz);
+    }
     t->access = CLD_ACCESS_EXE_STATIC;
     t->static_offset = block + (int64_t)elf->set_value;
     return 0;

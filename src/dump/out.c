@@ -40,6 +40,17 @@ static size_t utf8_sequence(const unsigned char *s, size_t n) {
   return len;
 }
 
+/*
+ * Whether the well-formed sequence of `len` bytes at s is a control
+ * character for the text output: C0, DEL, or C1 (U+0080..U+009F, written
+ * 0xc2 0x80..0x9f).  Terminals act on C1 controls as on ESC sequences
+ * (U+009B is CSI), so the table must not pass them through either.
+ */
+static bool text_control(const unsigned char *s, size_t len) {
+  if (len == 1) return s[0] < 0x20 || s[0] == 0x7f;
+  return len == 2 && s[0] == 0xc2 && s[1] <= 0x9f;
+}
+
 void cld_json_string(FILE *out, const unsigned char *s, size_t n) {
   fputc('"', out);
   for (size_t i = 0; i < n;) {
@@ -76,7 +87,8 @@ void cld_text_string(FILE *out, const unsigned char *s, size_t n) {
   for (size_t i = 0; i < n;) {
     unsigned char c = s[i];
     size_t len = utf8_sequence(s + i, n - i);
-    if (len == 0 || (len == 1 && (c < 0x20 || c == 0x7f))) {
+    /* One byte at a time: a C1 control's second byte is then invalid alone. */
+    if (len == 0 || text_control(s + i, len)) {
       if (c == '\n') fputs("\\n", out);
       else if (c == '\t') fputs("\\t", out);
       else fprintf(out, "\\x%02x", c);
@@ -95,7 +107,7 @@ void cld_text_plain(FILE *out, const char *text) {
   size_t n = strlen(text);
   for (size_t i = 0; i < n;) {
     size_t len = utf8_sequence(s + i, n - i);
-    if (len == 0 || (len == 1 && (s[i] < 0x20 || s[i] == 0x7f))) {
+    if (len == 0 || text_control(s + i, len)) {
       fprintf(out, "\\x%02x", s[i]);
       i++;
       continue;
