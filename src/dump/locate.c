@@ -317,8 +317,23 @@ int cld_locate(pid_t pid, cld_target_t *t, FILE *warn, cld_error_t *err) {
         continue;
       }
       if (result >= 0) {
-        fprintf(warn, "customlabels-dump: warning: %s also exports the Custom Label ABI; reading only %s\n",
-                c->path, t->path);
+        /* Copies of the addon loaded with RTLD_GLOBAL bind their descriptors
+         * to the first copy's variable: then reading one reads them all. */
+        const char *verdict = "its own variable is not read";
+        FILE *quiet = fopen("/dev/null", "w");
+        cld_target_t other;
+        memset(&other, 0, sizeof(other));
+        other.pid = pid;
+        other.arch = t->arch;
+        cld_error_t ignored;
+        if (quiet != NULL && use_module(pid, c, &elf, &other, quiet, &ignored) == 0 &&
+            other.access == t->access && other.access != CLD_ACCESS_DESC_DYNAMIC &&
+            other.static_offset == t->static_offset) {
+          verdict = "it publishes through the same variable";
+        }
+        if (quiet != NULL) fclose(quiet);
+        fprintf(warn, "customlabels-dump: warning: %s also exports the Custom Label ABI; reading %s (%s)\n",
+                c->path, t->path, verdict);
         continue;
       }
       result = use_module(pid, c, &elf, t, warn, err);
