@@ -11,6 +11,7 @@ const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const { supported } = require('..');
 const { pack, npm } = require('./helpers/pack');
+const { emulated, why } = require('./helpers/emulation');
 
 const ROOT = path.resolve(__dirname, '..');
 const CHILD = path.join(__dirname, 'helpers/copies-child.js');
@@ -85,11 +86,17 @@ describe('two copies of the package in one process', function () {
       assert.deepEqual(ready.worker.peers, [[path.join(A, ADDON), true]]);
       assert.deepEqual(ready.worker.seenByA, { copy: 'b', thread: 'worker' });
       assert.deepEqual(ready.main.seenByB, { copy: 'a', thread: 'main' });
-      const dump = spawnSync(DUMP, ['--json', String(ready.pid)], { encoding: 'utf8', timeout: 20000 });
-      assert.equal(dump.status, 0, dump.stderr);
-      const threads = new Map(lines(dump.stdout).map((t) => [t.tid, t.labels]));
-      assert.deepEqual(threads.get(ready.main.tid), { copy: 'a', thread: 'main' });
-      assert.deepEqual(threads.get(ready.worker.tid), { copy: 'b', thread: 'worker' });
+      if (emulated) {
+        console.log(`      (customlabels-dump part skipped under emulation: ${why.dump})`);
+      } else {
+        const dump = spawnSync(DUMP, ['--json', String(ready.pid)], { encoding: 'utf8', timeout: 20000 });
+        assert.equal(dump.status, 0, dump.stderr);
+        // It reads one of the two modules, and says the other shares its variable.
+        assert.match(dump.stderr, /also exports the Custom Label ABI; reading .* \(it publishes through the same variable\)/);
+        const threads = new Map(lines(dump.stdout).map((t) => [t.tid, t.labels]));
+        assert.deepEqual(threads.get(ready.main.tid), { copy: 'a', thread: 'main' });
+        assert.deepEqual(threads.get(ready.worker.tid), { copy: 'b', thread: 'worker' });
+      }
     } finally {
       proc.stdin.end('go\n');
     }

@@ -13,6 +13,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { promisify } = require('node:util');
+const { cc: CC, why, skipUnderEmulation } = require('./helpers/emulation');
 
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
@@ -23,7 +24,7 @@ const supported = process.platform === 'linux' && (process.arch === 'x64' || pro
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
 
 function have(command, args = ['--version']) {
-  const r = spawnSync(command, args, { stdio: 'ignore' });
+  const r = spawnSync(command, args, { stdio: 'ignore', timeout: 30000 });
   return r.status === 0;
 }
 
@@ -187,7 +188,7 @@ describe('customlabels-dump', function () {
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-test-'));
     const cc = promisify(execFile);
-    const gcc = (...args) => cc('gcc', ['-std=gnu11', '-O1', '-g', '-Wall', '-Wextra', ...args]);
+    const gcc = (...args) => cc(CC, ['-std=gnu11', '-O1', '-g', '-Wall', '-Wextra', ...args]);
     const f = (name) => path.join(FIXTURES, name);
     const out = (name) => (bin[name] = path.join(tmp, name));
     const lib = ['-fPIC', '-shared', '-ftls-model=global-dynamic', TLS_DIALECT];
@@ -214,7 +215,7 @@ describe('customlabels-dump', function () {
   describe('the C code', () => {
     it('passes the TLS arithmetic unit test, aarch64 cases included', async () => {
       const exe = path.join(tmp, 'tlsmath_test');
-      await promisify(execFile)('gcc', ['-std=c11', '-Wall', '-Wextra', '-Werror', '-o', exe,
+      await promisify(execFile)(CC, ['-std=c11', '-Wall', '-Wextra', '-Werror', '-o', exe,
         path.join(SRC, 'tlsmath_test.c'), path.join(SRC, 'tlsmath.c')]);
       const r = spawnSync(exe, { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stdout);
@@ -227,7 +228,7 @@ describe('customlabels-dump', function () {
       const sources = fs.readdirSync(SRC)
         .filter((n) => n.endsWith('.c') && !n.startsWith('arch_') && n !== 'tlsmath_test.c')
         .concat(arch).map((n) => path.join(SRC, n));
-      const r = spawnSync('gcc', ['-std=c11', '-Wall', '-Wextra', '-Werror', '-fsyntax-only', ...sources], { encoding: 'utf8' });
+      const r = spawnSync(CC, ['-std=c11', '-Wall', '-Wextra', '-Werror', '-fsyntax-only', ...sources], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
     });
 
@@ -243,6 +244,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('Node.js processes using the addon', () => {
+    before(function () { skipUnderEmulation(this, why.dump); });
+
     const mainLabels = { route: '/checkout', user: 42, 'ключ': 'значение ✓' };
     const workerLabels = { route: '/worker', user: 7 };
     const expectMain = { route: '/checkout', user: '42', 'ключ': 'значение ✓' };
@@ -293,6 +296,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('a main executable exporting the ABI', () => {
+    before(function () { skipUnderEmulation(this, why.dump); });
+
     const expected = {
       main: { route: '/main', user: '42' },
       nullkey: { a: '1', b: '2' },
@@ -363,7 +368,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('a libcustomlabels*.so exporting the ABI', () => {
-    it('reads it in static TLS through the TLSDESC descriptor', async () => {
+    it('reads it in static TLS through the TLSDESC descriptor', async function () {
+      skipUnderEmulation(this, why.dump);
       const { pid, roles } = await startFixture(bin.abi_host_linked, ['linked']);
       const r = runDump(['--json', String(pid)]);
       assert.equal(r.status, 0, r.stderr);
@@ -378,12 +384,14 @@ describe('customlabels-dump', function () {
     });
 
     it('agrees with gdb on the same process', async function () {
+      skipUnderEmulation(this, why.gdb);
       if (!have('gdb')) this.skip();
       const { pid } = await startFixture(bin.abi_host_linked, ['linked']);
       await crossCheckWithGdb(pid);
     });
 
-    it('reads it in dynamic TLS and warns that eBPF profilers cannot', async () => {
+    it('reads it in dynamic TLS and warns that eBPF profilers cannot', async function () {
+      skipUnderEmulation(this, why.dump);
       const { pid, roles } = await startFixture(bin.abi_host, ['dlopen', bin['libcustomlabels-dyn.so']]);
       const r = runDump(['--json', String(pid)]);
       assert.equal(r.status, 0, r.stderr);
@@ -404,6 +412,7 @@ describe('customlabels-dump', function () {
     });
 
     it('agrees with gdb in dynamic TLS', async function () {
+      skipUnderEmulation(this, why.gdb);
       if (!have('gdb')) this.skip();
       const { pid } = await startFixture(bin.abi_host, ['dlopen', bin['libcustomlabels-dyn.so']]);
       await crossCheckWithGdb(pid);
@@ -435,6 +444,7 @@ describe('customlabels-dump', function () {
     });
 
     it('permission denied names what is needed; the same user may read', async function () {
+      skipUnderEmulation(this, why.dump);
       if (process.getuid() !== 0) this.skip();
       const { pid } = await startFixture(bin.abi_exe, ['edge']);
       // Copies that user nobody can reach, wherever the checkout lives.
@@ -475,6 +485,7 @@ describe('customlabels-dump', function () {
     });
 
     it('with CAP_SYS_PTRACE from setcap, reads only what its user could trace without it', async function () {
+      skipUnderEmulation(this, why.dump);
       if (process.getuid() !== 0 || !have('getcap', [process.execPath])) this.skip();
       const root = await startFixture(bin.abi_exe, ['edge']);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-setcap-'));
@@ -529,6 +540,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('a corrupt or hostile target', () => {
+    before(function () { skipUnderEmulation(this, why.dump); });
+
     it('caps what it reads, says what was cut, and stays within 64 MiB', async () => {
       const { pid, roles } = await startFixture(bin.abi_exe, ['corrupt']);
       // A reader that allocated by what the target claims would fail here.
@@ -590,6 +603,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('sampling', () => {
+    before(function () { skipUnderEmulation(this, why.dump); });
+
     it('matches the true share of CPU time per label set (3:1 workload)', async () => {
       const { pid, roles } = await startFixture(bin.abi_exe, ['workload']);
       const r = runDump(['--json', '--sample', '200', '--duration', '3', String(pid)]);
@@ -679,6 +694,8 @@ describe('customlabels-dump', function () {
   });
 
   describe('signals', () => {
+    before(function () { skipUnderEmulation(this, why.dump); });
+
     const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
     // The one child process of `pid`, once it has started.

@@ -10,6 +10,7 @@ const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const { pack, npm } = require('./helpers/pack');
 const { supported } = require('..');
+const { why, skipUnderEmulation } = require('./helpers/emulation');
 
 const FAKE = path.join(__dirname, 'helpers/fake-platform.js');
 
@@ -98,7 +99,8 @@ describe('the packed tarball', function () {
     assert.equal(out.after, null);
   });
 
-  it('npx customlabels-dump runs the prebuilt reader', async () => {
+  it('npx customlabels-dump runs the prebuilt reader', async function () {
+    skipUnderEmulation(this, why.dump);
     const child = spawn(process.execPath, ['-e', `
       const { withLabels } = require(${JSON.stringify(installed)});
       withLabels({ route: '/prebuilt' }, () => {

@@ -1,0 +1,209 @@
+'use strict';
+// The addon must land in static TLS: only there does every thread's
+// custom_labels_current_set sit at the thread pointer plus one fixed offset,
+// the second word of the variable's TLSDESC descriptor, which is what
+// profilers read.  In dynamic TLS that word is a heap pointer and they read
+// garbage.
+//
+// Checked from inside the process, without ptrace, so that this also runs
+// under qemu-user (.ci/arm64), where ptrace does not work and
+// test/external.test.js cannot: the descriptor is read from the GOT through
+// /proc/self/mem, at the addon's load base (/proc/self/maps) plus the offset
+// of its R_*_TLSDESC relocation (readelf); a test addon reads the thread
+// pointer from the CPU (TPIDR_EL0, fs_base); and the word at thread pointer
+// + offset must be the very pointer the addon publishes, in the main thread
+// and in a worker.
+
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+const native = require('../lib/native');
+const { cc } = require('./helpers/emulation');
+
+const ROOT = path.resolve(__dirname, '..');
+const SOURCE = path.join(__dirname, 'fixtures', 'tp_addon.c');
+const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
+
+// ld.so's resolver for a module in static TLS, _dl_tlsdesc_return, only
+// returns the descriptor's second word: its code (hex, little-endian), after
+// an optional one-instruction landing pad, is checked byte for byte, since
+// ld.so has no symbol table to name it by.  _dl_tlsdesc_dynamic, the
+// dynamic-TLS resolver, does far more.  The offset must be below 65536 in
+// magnitude: no pointer is that small (mmap_min_addr), and a dynamic-TLS
+// descriptor holds a heap pointer there.
+const ARCH = {
+  arm64: {
+    reloc: 'R_AARCH64_TLSDESC',
+    loader: /\/ld-linux-aarch64\.so\.1$/,
+    pads: ['5f2403d5', '1f2003d5'], // bti c, or nop where glibc is built without BTI
+    resolver: '000440f9' + 'c0035fd6', // ldr x0, [x0, #8]; ret
+    // Variant I: the TCB (16 bytes) at the thread pointer, the static TLS
+    // blocks above it.
+    offsetOk: (arg) => arg >= 16n && arg < 65536n,
+    offsetRule: 'a positive offset from TPIDR_EL0, at least 16 and below 65536',
+  },
+  x64: {
+    reloc: 'R_X86_64_TLSDESC',
+    loader: /\/ld-linux-x86-64\.so\.2$/,
+    pads: ['f30f1efa'], // endbr64, where glibc is built with CET
+    resolver: '488b4008' + 'c3', // mov 0x8(%rax), %rax; ret
+    // Variant II: the static TLS blocks below the thread pointer.
+    offsetOk: (arg) => arg <= -8n && arg > -65536n,
+    offsetRule: 'a negative offset from fs_base, -8 or less and above -65536',
+  },
+}[process.arch];
+
+// Node-API headers: beside this node, else the system's.
+function nodeInclude() {
+  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
+  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
+}
+
+function readelf(file, ...args) {
+  const r = spawnSync('readelf', ['-W', ...args, file], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `readelf ${args.join(' ')} ${file} failed: ${r.error ?? r.stderr}`);
+  return r.stdout;
+}
+
+// This process's memory, read as a debugger would, but from inside: no
+// ptrace.  (Under qemu-user, guest addresses are the emulator's own.)
+function peek(address, length) {
+  const fd = fs.openSync('/proc/self/mem', 'r');
+  try {
+    const buf = Buffer.alloc(length);
+    assert.equal(fs.readSync(fd, buf, 0, length, Number(address)), length, `read ${length} bytes at 0x${address.toString(16)}`);
+    return buf;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function mappings() {
+  return fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter(Boolean).map((line) => {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) (\S{4}) ([0-9a-f]+) \S+ \d+\s*(.*)$/.exec(line);
+    return { start: BigInt(`0x${m[1]}`), end: BigInt(`0x${m[2]}`), perms: m[3], offset: BigInt(`0x${m[4]}`), path: m[5] };
+  });
+}
+
+// The word at thread pointer + offset on the calling thread, next to what
+// the addon says it publishes there.  Also run in a worker (as source).
+function probe(tpAddon, arg) {
+  const fs = require('node:fs');
+  const { binding } = require(`${ROOT}/lib/native`);
+  const tp = require(tpAddon).threadPointer();
+  const fd = fs.openSync('/proc/self/mem', 'r');
+  const word = () => {
+    const buf = Buffer.alloc(8);
+    fs.readSync(fd, buf, 0, 8, Number(tp + arg));
+    return buf.readBigUInt64LE(0);
+  };
+  const { withLabels } = require(ROOT);
+  try {
+    const read = () => ({ word: word(), published: BigInt(binding.publishedAddress()) });
+    return {
+      tp,
+      outside: read(),
+      inside: withLabels({ probe: 'one' }, read),
+      nested: withLabels({ probe: 'one' }, () => withLabels({ other: 'two' }, read)),
+      after: read(),
+    };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function checkProbe(result, where) {
+  assert.deepEqual(result.outside, { word: 0n, published: 0n }, `${where}: NULL outside withLabels`);
+  assert.deepEqual(result.after, { word: 0n, published: 0n }, `${where}: NULL again afterwards`);
+  for (const place of ['inside', 'nested']) {
+    const { word, published } = result[place];
+    assert.notEqual(published, 0n, `${where}, ${place}: the addon publishes a set`);
+    assert.equal(word, published,
+      `${where}, ${place}: thread pointer + offset holds 0x${word.toString(16)}, the addon publishes 0x${published.toString(16)}`);
+  }
+  assert.notEqual(result.inside.published, result.nested.published, `${where}: two sets, two addresses`);
+}
+
+const hex = (v) => `${v < 0n ? '-' : ''}0x${(v < 0n ? -v : v).toString(16)}`;
+
+describe('static TLS, seen from inside the process (no ptrace)', function () {
+  this.timeout(120000);
+  let tmp;
+  let tpAddon;
+  let maps;
+  let descriptor;
+
+  before(function () {
+    if (!SUPPORTED || !native.binding) this.skip();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-static-tls-'));
+    tpAddon = path.join(tmp, 'tp.node');
+    execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
+      `-I${nodeInclude()}`, '-o', tpAddon, SOURCE]);
+
+    // The file the package loaded, and its one TLSDESC relocation.
+    const file = fs.realpathSync(native.file ?? path.join(ROOT, 'build', 'Release', 'customlabels.node'));
+    const relocs = readelf(file, '-r').split('\n')
+      .map((line) => /^([0-9a-f]{8,})\s+[0-9a-f]{8,}\s+(R_\w+)\s+[0-9a-f]+\s+(\S+)/.exec(line))
+      .filter((m) => m && m[3].split('@')[0] === 'custom_labels_current_set');
+    assert.deepEqual(relocs.map((m) => m[2]), [ARCH.reloc], 'one TLSDESC relocation for the variable');
+    const gotOffset = BigInt(`0x${relocs[0][1]}`);
+
+    // The load base: where the file's first page is mapped.
+    maps = mappings();
+    const first = maps.find((m) => m.path === file && m.offset === 0n);
+    assert.ok(first, `${file} is not mapped from offset 0`);
+    const base = first.start;
+    // Memory is read where this test thinks it is: the ELF header at the
+    // base, and custom_labels_abi_version = 1 at its symbol's address.
+    assert.deepEqual(peek(base, 4), Buffer.from('\x7fELF', 'latin1'), 'ELF magic at the load base');
+    const version = /^\s*\d+:\s+([0-9a-f]+)\s+4\s+OBJECT\s+GLOBAL\s+DEFAULT\s+\d+\s+custom_labels_abi_version\b/m
+      .exec(readelf(file, '--dyn-syms'));
+    assert.ok(version, 'custom_labels_abi_version in the dynamic symbols');
+    assert.equal(peek(base + BigInt(`0x${version[1]}`), 4).readUInt32LE(0), 1, 'custom_labels_abi_version in memory');
+
+    const words = peek(base + gotOffset, 16);
+    descriptor = { resolver: words.readBigUInt64LE(0), arg: words.readBigInt64LE(8) };
+    console.log(`      ${path.basename(file)} at ${hex(base)}: descriptor at ${hex(base + gotOffset)} = { ${hex(descriptor.resolver)}, ${descriptor.arg} }`);
+  });
+
+  after(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('the TLSDESC descriptor holds ld.so\'s static resolver and a small offset', function () {
+    const loader = maps.find((m) => m.perms.includes('x') && ARCH.loader.test(m.path) &&
+      descriptor.resolver >= m.start && descriptor.resolver < m.end);
+    assert.ok(loader, `the resolver ${hex(descriptor.resolver)} is not in ld.so's code`);
+    let code = peek(descriptor.resolver, 4 + ARCH.resolver.length / 2).toString('hex');
+    const pad = ARCH.pads.find((p) => code.startsWith(p));
+    if (pad) code = code.slice(pad.length);
+    assert.equal(code.slice(0, ARCH.resolver.length), ARCH.resolver,
+      'the resolver is ld.so\'s static one (it returns the second word), not _dl_tlsdesc_dynamic');
+
+    assert.ok(ARCH.offsetOk(descriptor.arg), `the descriptor's second word ${descriptor.arg} is not ${ARCH.offsetRule}`);
+    assert.equal(descriptor.arg % 8n, 0n, 'the offset keeps the slot 8-byte aligned');
+  });
+
+  it('thread pointer + that offset is the variable the addon publishes through, in the main thread', function () {
+    checkProbe(probe(tpAddon, descriptor.arg), 'main thread');
+  });
+
+  it('and in a worker, with its own thread pointer and the same offset', async function () {
+    const main = require(tpAddon).threadPointer();
+    const result = await new Promise((resolve, reject) => {
+      const worker = new Worker(`
+        const { parentPort, workerData } = require('node:worker_threads');
+        const probe = new Function('require', 'ROOT', 'return (' + workerData.probe + ')')(require, workerData.root);
+        parentPort.postMessage(probe(workerData.tpAddon, workerData.arg));
+      `, { eval: true, workerData: { probe: probe.toString(), root: ROOT, tpAddon, arg: descriptor.arg } });
+      worker.once('message', resolve);
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`worker exited with ${code} before it reported`)));
+    });
+    assert.notEqual(result.tp, main, 'the worker has a thread pointer of its own');
+    checkProbe(result, 'worker');
+  });
+});
