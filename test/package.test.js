@@ -99,6 +99,29 @@ describe('the packed tarball', function () {
     assert.equal(out.after, null);
   });
 
+  it('builds from source at install when no prebuilt addon fits', function () {
+    skipUnderEmulation(this, why.npm);
+    // This platform's prebuilt files taken away: node-gyp-build finds
+    // nothing that loads, so the install script builds (with the compiler
+    // this machine has), and the package loads what it built.
+    // Beside the installed copy, so that it finds the same dependencies; run
+    // as npm runs install scripts.
+    const copy = path.join(path.dirname(installed), 'customlabels-no-prebuild');
+    fs.cpSync(installed, copy, { recursive: true });
+    fs.rmSync(path.join(copy, 'prebuilds', `linux-${process.arch}`), { recursive: true });
+    const r = spawnSync('npm', ['run', 'install', '--loglevel=error'], { cwd: copy, encoding: 'utf8', timeout: 240000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(fs.existsSync(path.join(copy, 'build', 'Release', 'customlabels.node')), 'nothing was built');
+    const script = `
+      const { withLabels } = require(${JSON.stringify(copy)});
+      const native = require(${JSON.stringify(path.join(copy, 'lib', 'native'))});
+      console.log(JSON.stringify({ file: native.file, seen: withLabels({ built: 'here' }, () => native.binding.readPublished().length) }));
+    `;
+    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
+    assert.equal(out.file, path.join(copy, 'build', 'Release', 'customlabels.node'));
+    assert.equal(out.seen, 1);
+  });
+
   it('npx customlabels-dump runs the prebuilt reader', async function () {
     skipUnderEmulation(this, why.dump);
     const child = spawn(process.execPath, ['-e', `

@@ -43,6 +43,7 @@ const cc = emulated ? { arm64: 'aarch64-linux-gnu-gcc', x64: 'x86_64-linux-gnu-g
 const why = {
   dump: 'customlabels-dump reads a live process with ptrace and process_vm_readv, which qemu-user does not implement',
   gdb: 'gdb attaches with ptrace, which qemu-user does not implement',
+  npm: 'npm and its install scripts run on the host\'s x86-64 Node here, so they see the x86-64 platform, not the emulated one',
 };
 
 // Skips the running test, or from a hook its whole describe, under
