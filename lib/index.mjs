@@ -1,0 +1,6 @@
+// The ES module entry of customlabels: the CommonJS module's API, so that
+// `import` and `require` share one instance (one current label set).
+import customlabels from './index.js';
+
+export const { withLabels, enterLabels, getLabels, supported, unsupportedReason, limits } = customlabels;
+export default customlabels;
