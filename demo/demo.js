@@ -4,13 +4,11 @@
 // with customlabels-dump, and prints the CPU share per route that the
 // sampler saw next to the share expected from what the handlers cost.
 
-const { spawn } = require('node:child_process');
-const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 
-const root = path.join(__dirname, '..');
-const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
+const { setup, pct } = require('./common');
+
 const HZ = 200;
 const SECONDS = 4;
 const WARMUP_MS = 1000;
@@ -20,32 +18,8 @@ const USERS = ['alice', 'bob', 'carol'];
 const ROUTES = ['/checkout', '/search'];
 const COST = { '/checkout': 3, '/search': 1 }; // as in demo/server.js
 
-function fail(message) {
-  process.stderr.write(`demo: ${message}\n`);
-  process.exit(1);
-}
-
-if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
-  fail(`customlabels-dump needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}`);
-}
-if (!fs.existsSync(DUMP)) fail(`${DUMP} is not built: run npm install first`);
-
-const server = spawn(process.execPath, [path.join(__dirname, 'server.js')], { stdio: ['pipe', 'pipe', 'inherit'] });
-const stopServer = () => { if (server.exitCode === null) server.kill('SIGTERM'); };
-process.on('exit', stopServer);
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => { stopServer(); process.exit(130); });
-
-function waitForPort() {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    server.on('exit', (code) => reject(new Error(`the service exited (${code}) before it listened`)));
-  });
-}
+const { fail, start, sample } = setup('demo');
+const { server, port: listening, stop: stopServer } = start([path.join(__dirname, 'server.js')], {}, /listening (\d+)/);
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
 
@@ -69,24 +43,8 @@ async function client(port, id, deadline, counter) {
   }
 }
 
-function sample(pid) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(DUMP, ['--json', '--sample', String(HZ), '--duration', String(SECONDS), String(pid)]);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { err += d; });
-    child.on('exit', (code) => {
-      if (code !== 0) reject(new Error(`customlabels-dump exited with ${code}: ${err.trim()}`));
-      else resolve(out.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
-    });
-  });
-}
-
-const pct = (x) => `${(100 * x).toFixed(1)}%`;
-
 async function main() {
-  const port = await waitForPort();
+  const port = await listening;
   const pid = server.pid;
   console.log('customlabels-dump demo');
   console.log(`  service  node demo/server.js, pid ${pid}: each request runs in withLabels({ route, user })`);
@@ -100,7 +58,7 @@ async function main() {
 
   await new Promise((r) => setTimeout(r, WARMUP_MS));
   await get(port, '/stats?reset');
-  const samples = await sample(pid);
+  const samples = await sample(pid, HZ, SECONDS);
   const measured = JSON.parse(await get(port, '/stats'));
   await load;
   agent.destroy();

@@ -9,13 +9,11 @@
 // the samples by route and by trace_id, next to the shares expected from
 // the CPU work the requests asked for.
 
-const { spawn } = require('node:child_process');
-const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 
-const root = path.join(__dirname, '..');
-const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
+const { setup, pct, root } = require('./common');
+
 const HZ = 200;
 const SECONDS = 4;
 const WARMUP_MS = 1000;
@@ -34,15 +32,7 @@ const CALLERS = [
 ];
 const ROUTES = ['/users/:id', '/search'];
 
-function fail(message) {
-  process.stderr.write(`demo:traces: ${message}\n`);
-  process.exit(1);
-}
-
-if (process.platform !== 'linux' || (process.arch !== 'x64' && process.arch !== 'arm64')) {
-  fail(`customlabels-dump needs Linux on x86-64 or aarch64, not ${process.platform}/${process.arch}`);
-}
-if (!fs.existsSync(DUMP)) fail(`${DUMP} is not built: run npm install first`);
+const { fail, start, sample } = setup('demo:traces');
 for (const dep of ['@opentelemetry/api', '@opentelemetry/context-async-hooks', '@opentelemetry/core', '@opentelemetry/sdk-trace-base']) {
   try {
     require.resolve(dep);
@@ -51,23 +41,9 @@ for (const dep of ['@opentelemetry/api', '@opentelemetry/context-async-hooks', '
   }
 }
 
-const server = spawn(process.execPath, ['--require', path.join(root, 'examples', 'tracing.js'), path.join(root, 'examples', 'http.js')],
-  { cwd: root, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
-const stopServer = () => { if (server.exitCode === null) server.kill('SIGTERM'); };
-process.on('exit', stopServer);
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => { stopServer(); process.exit(130); });
-
-function waitForPort() {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    server.on('exit', (code) => reject(new Error(`the service exited (${code}) before it listened`)));
-  });
-}
+const { server, port: listening, stop: stopServer } = start(
+  ['--require', path.join(root, 'examples', 'tracing.js'), path.join(root, 'examples', 'http.js')],
+  { cwd: root, env: { ...process.env, PORT: '0' } }, /listening on http:\/\/127\.0\.0\.1:(\d+)/);
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CALLERS.length });
 
@@ -101,24 +77,8 @@ async function caller(port, c, deadline, window, counter) {
   }
 }
 
-function sample(pid) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(DUMP, ['--json', '--sample', String(HZ), '--duration', String(SECONDS), String(pid)]);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { err += d; });
-    child.on('exit', (code) => {
-      if (code !== 0) reject(new Error(`customlabels-dump exited with ${code}: ${err.trim()}`));
-      else resolve(out.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
-    });
-  });
-}
-
-const pct = (x) => `${(100 * x).toFixed(1)}%`;
-
 async function main() {
-  const port = await waitForPort();
+  const port = await listening;
   const pid = server.pid;
   console.log('customlabels demo: CPU per route pattern and per trace');
   console.log(`  service  node --require examples/tracing.js examples/http.js, pid ${pid}`);
@@ -137,7 +97,7 @@ async function main() {
 
   await new Promise((r) => setTimeout(r, WARMUP_MS));
   window.open = true;
-  const samples = await sample(pid);
+  const samples = await sample(pid, HZ, SECONDS);
   window.open = false;
   await load;
   agent.destroy();
