@@ -86,6 +86,15 @@ function runDump(args, { launcher = false, timeout = 20000, uid, gid, shell } = 
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+// A runnable copy of `from` in `dir`, where user nobody can reach it
+// wherever the checkout lives.
+function copyInto(dir, from) {
+  const to = path.join(dir, path.basename(from));
+  fs.copyFileSync(from, to);
+  fs.chmodSync(to, 0o755);
+  return to;
+}
+
 function jsonLines(stdout) {
   return stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
 }
@@ -452,12 +461,7 @@ describe('customlabels-dump', function () {
       const nobody = { uid: 65534, gid: 65534, cwd: '/' };
       try {
         fs.chmodSync(dir, 0o755);
-        const copy = (from) => {
-          const to = path.join(dir, path.basename(from));
-          fs.copyFileSync(from, to);
-          fs.chmodSync(to, 0o755);
-          return to;
-        };
+        const copy = (from) => copyInto(dir, from);
         const dump = copy(DUMP);
         const denied = spawnSync(dump, [String(pid)], { encoding: 'utf8', timeout: 20000, ...nobody });
         assert.equal(denied.status, 4, `${denied.error ?? ''} ${denied.stderr}`);
@@ -492,12 +496,7 @@ describe('customlabels-dump', function () {
       const nobody = { uid: 65534, gid: 65534, cwd: '/' };
       try {
         fs.chmodSync(dir, 0o755);
-        const copy = (from) => {
-          const to = path.join(dir, path.basename(from));
-          fs.copyFileSync(from, to);
-          fs.chmodSync(to, 0o755);
-          return to;
-        };
+        const copy = (from) => copyInto(dir, from);
         const dump = copy(DUMP);
         execFileSync('setcap', ['cap_sys_ptrace+ep', dump]);
         assert.match(execFileSync('getcap', [dump], { encoding: 'utf8' }), /cap_sys_ptrace[=+]ep/);
