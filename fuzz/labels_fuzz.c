@@ -28,13 +28,7 @@
 #define IMAGE_BASE UINT64_C(0x10000)
 #define FAKE_PID 4242
 
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
+#include "check.h"
 
 /* Whether s[0..n) is well-formed UTF-8 (RFC 3629), written independently
  * of out.c so that the two cannot share a mistake. */

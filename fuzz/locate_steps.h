@@ -17,13 +17,7 @@
 
 #define FUZZ_PID 4242
 
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond);   \
-      abort();                                                                      \
-    }                                                                               \
-  } while (0)
+#include "check.h"
 
 /*
  * Runs use_module() for a module whose lowest mapping is at map_start (file
