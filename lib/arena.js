@@ -37,6 +37,12 @@ class Fill {
 // is no addon): always live, in no chunk.
 const NOWHERE = new Fill(-1);
 
+// Held by sets that have something to write but were not written (a span
+// without labels, before records were on): never live, in no chunk, so
+// that they are looked at again before they are published.
+const UNWRITTEN = new Fill(-1);
+UNWRITTEN.live = false;
+
 // The ring's state, one object that lib/encode.js reads directly (a plain
 // object with fixed fields keeps those reads cheap).  The arena is mapped on
 // first use: a thread that never labels maps nothing.
@@ -95,6 +101,16 @@ function place(size) {
   return ring.cursor;
 }
 
+// Gives up what every chunk holds, as if the ring had turned all the way
+// round: every set is written again before it is next published.  For a
+// change in what a set's bytes must contain (lib/record.js: the thread
+// context was turned on).  The published set's bytes stay where they are
+// until then, since its chunk is taken only after it is unpublished.
+function invalidate() {
+  for (let c = 0; c < CHUNKS; c++) fills[c].live = false;
+  if (ring.bytes !== null) turn();
+}
+
 // The address of an offset, as a number (for diagnostics and tests).
 function addressOf(offset) {
   return ring.baseHigh * 4294967296 + ring.baseLow + offset;
@@ -112,4 +128,4 @@ function stats() {
   };
 }
 
-module.exports = { CHUNKS, CHUNK_BYTES, NOWHERE, ring, place, addressOf, setPinned, stats };
+module.exports = { CHUNKS, CHUNK_BYTES, NOWHERE, UNWRITTEN, ring, place, addressOf, setPinned, invalidate, stats };

@@ -6,14 +6,16 @@
 // mirrors what the thread's slot holds.  Hooks at every async boundary
 // compare the two by identity and write the slot only when they differ, so
 // an async hop whose set did not change costs a comparison and no native
-// call; one whose set changed costs one 8-byte store, and, if the set's
-// chunk of the arena was reused since it was written (lib/arena.js), writing
-// the set again first.
+// call; one whose set changed costs one 8-byte store (two once the
+// OpenTelemetry thread context is on: the set's record goes to
+// otel_thread_ctx_v1), and, if the set's chunk of the arena was reused since
+// it was written (lib/arena.js), writing the set again first.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const { usesAsyncContextFrame, canSkipPromises } = require('./mechanism');
 const v8 = require('node:v8');
-const { slot } = require('./native');
+const { slot, otelSlot, otelEnabled } = require('./native');
+const { threadContext, turnOn } = require('./record');
 const { EMPTY } = require('./labelset');
 const { setPinned } = require('./arena');
 const { encode } = require('./encode');
@@ -33,9 +35,13 @@ let depth = 0;
 setPinned(() => (installed === undefined ? -1 : installed.fill.chunk));
 
 function install(set) {
+  // Another thread enabled the thread context: from this hop on, this one
+  // publishes records too (every set is written again, record and all).
+  if (!threadContext.on && otelEnabled[0] !== 0) turnOn();
   if (set === undefined) {
     installed = undefined;
     slot[0] = 0n;
+    if (threadContext.on) otelSlot[0] = 0n;
     return;
   }
   // A stale set is written again before it is published: never a pointer
@@ -43,8 +49,11 @@ function install(set) {
   if (!set.fill.live) encode(set, 'customlabels');
   installed = set;
   // The address was made when the set was written, so a hop allocates
-  // nothing and does no arithmetic, in every tier of V8.
+  // nothing and does no arithmetic, in every tier of V8.  The two stores
+  // need no order between them: each pointer is read on its own, and both
+  // point at bytes that were written before either store.
   slot[0] = set.word;
+  if (threadContext.on) otelSlot[0] = set.record;
 }
 
 function before() {

@@ -6,7 +6,9 @@
 //
 // encode(set) writes the labels in set.kv and records where: set.offset in
 // the arena, set.word (the address as the 64-bit integer that is published)
-// and set.fill, the token of the chunk's current contents.  It is
+// and set.fill, the token of the chunk's current contents.  Once the
+// OpenTelemetry thread context is on, the set's OTEP 4947 record follows in
+// the same block (lib/record.js), and set.record is its address.  It is
 // called when a set is made, and again for a stale set just before it is
 // published.  Only the first call can throw: it is the one that checks the
 // limits, in bytes.
@@ -18,13 +20,10 @@
 // values that are new to this chunk are copied, a character at a time.
 
 const { binding, LAYOUT } = require('./native');
-const { ring, place, NOWHERE } = require('./arena');
+const { ring, place, NOWHERE, UNWRITTEN } = require('./arena');
+const { noticed, recordBytes, writeRecord } = require('./record');
 
-// Limits, chosen so that what a caller sets is exactly what the common eBPF
-// reader reports (READERS.md): it looks at the first 10 entries of a set and
-// keeps 25 bytes of a key and 53 bytes of a value.  Larger sets are refused
-// rather than silently cut.
-const LIMITS = Object.freeze({ maxLabels: 10, maxKeyBytes: 25, maxValueBytes: 53 });
+const { LIMITS } = require('./limits');
 const MAX_KEY = LIMITS.maxKeyBytes;
 const MAX_VALUE = LIMITS.maxValueBytes;
 
@@ -67,6 +66,10 @@ let previous = null;
 
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
+// Where the ABI bytes of the set being written put each value, for its
+// record to copy: arena offset and byte length, by label.
+const valueAt = new Int32Array(LIMITS.maxLabels);
+const valueLength = new Int32Array(LIMITS.maxLabels);
 
 function quote(s) {
   return JSON.stringify(s);
@@ -74,13 +77,50 @@ function quote(s) {
 
 function encode(set, who) {
   const n = set.kv.length >> 1;
+  const records = binding !== null && noticed();
+  if (n === 0 && (!records || set.span === null)) {
+    // Nothing to write: NULL is published.  A span without labels still
+    // has a record to write once records are on: until then, such a set
+    // is never intact, so that it is looked at again when published.
+    set.offset = -1;
+    set.word = 0n;
+    set.record = 0n;
+    set.fill = set.span === null || binding === null ? NOWHERE : UNWRITTEN;
+    return;
+  }
+  if (binding === null || !encodeAscii(set, n, records)) encodeAny(set, n, who, records);
+}
+
+// The bytes of the set's block: the ABI set (none for a set without
+// labels, which is published as NULL) and, after a byte that may align it
+// to 2, its record.
+function blockBytes(n, stringBytes, valueBytes, records) {
+  const abi = n === 0 ? 0 : SET_SIZE + n * LABEL_SIZE + stringBytes;
+  return records ? abi + 1 + recordBytes(n, valueBytes) : abi;
+}
+
+// Ends the block of a set whose ABI bytes start at `offset` and whose
+// strings end at `at`: writes its record if records are on, takes the
+// space, and records where it all is.
+function finish(set, n, offset, at, records) {
+  let end = at;
+  if (records) {
+    const r = (at + 1) & ~1;
+    end = writeRecord(ring.bytes, r, set, n, valueAt, valueLength);
+    set.record = ring.base + BigInt(r);
+  } else {
+    set.record = 0n;
+  }
+  ring.cursor = (end + 7) & ~7;
+  set.fill = ring.fill;
   if (n === 0) {
     set.offset = -1;
     set.word = 0n;
-    set.fill = NOWHERE;
-    return;
+  } else {
+    writeHeader(ring.words, offset, n);
+    set.offset = offset;
+    set.word = ring.base + BigInt(offset);
   }
-  if (binding === null || !encodeAscii(set, n)) encodeAny(set, n, who);
 }
 
 // The common case in one pass: every string ASCII and, counted in code
@@ -88,17 +128,19 @@ function encode(set, who) {
 // writes it, and takes the space only when the whole set is written;
 // returns false, having taken nothing, when some string is not ASCII or not
 // within the limits, for encodeAny to measure (and report) byte by byte.
-function encodeAscii(set, n) {
+function encodeAscii(set, n, records) {
   const kv = set.kv;
   let chars = 0;
+  let valueChars = 0;
   for (let i = 0; i < 2 * n; i += 2) {
     const kl = kv[i].length;
     const vl = kv[i + 1].length;
     if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
     chars += kl + vl;
+    valueChars += vl;
   }
   // Room for every string; shared ones take none of it.
-  const offset = place(SET_SIZE + n * LABEL_SIZE + chars);
+  const offset = place(blockBytes(n, chars, valueChars, records));
   const fill = ring.fill;
   const bytes = ring.bytes;
   const words = ring.words;
@@ -108,7 +150,7 @@ function encodeAscii(set, n) {
   const shared = prev === null ? 0 : prev.length;
   const pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
   const w = (offset + SET_SIZE) >> 2;
-  let at = offset + SET_SIZE + n * LABEL_SIZE;
+  let at = n === 0 ? offset : offset + SET_SIZE + n * LABEL_SIZE;
   for (let i = 0; i < 2 * n; i++) {
     const s = kv[i];
     const l = s.length;
@@ -125,12 +167,12 @@ function encodeAscii(set, n) {
       at += l;
     }
     putString(words, fieldOf(w, i), l, p);
+    if ((i & 1) === 1) {
+      valueAt[i >> 1] = p;
+      valueLength[i >> 1] = l;
+    }
   }
-  writeHeader(words, offset, n);
-  ring.cursor = (at + 7) & ~7;
-  set.offset = offset;
-  set.word = ring.base + BigInt(offset);
-  set.fill = fill;
+  finish(set, n, offset, at, records);
   previous = set;
   return true;
 }
@@ -163,7 +205,7 @@ function utf8Length(s, limit) {
 
 // Any well-formed strings: measures each in UTF-8 first, so that a limit is
 // reported in bytes, then writes.
-function encodeAny(set, n, who) {
+function encodeAny(set, n, who, records) {
   const kv = set.kv;
   let stringBytes = 0;
   for (let i = 0; i < n; i++) {
@@ -188,25 +230,28 @@ function encodeAny(set, n, who) {
   if (binding === null) {
     set.offset = -1;
     set.word = 0n;
+    set.record = 0n;
     set.fill = NOWHERE;
     return;
   }
-  const offset = place(SET_SIZE + n * LABEL_SIZE + stringBytes);
+  let valueBytes = 0;
+  for (let i = 0; i < n; i++) valueBytes += lengths[2 * i + 1];
+  const offset = place(blockBytes(n, stringBytes, valueBytes, records));
   const words = ring.words;
   if (ring.buffer === null) ring.buffer = Buffer.from(ring.bytes.buffer);
   const w = (offset + SET_SIZE) >> 2;
-  let at = offset + SET_SIZE + n * LABEL_SIZE;
+  let at = n === 0 ? offset : offset + SET_SIZE + n * LABEL_SIZE;
   for (let i = 0; i < 2 * n; i++) {
     const length = lengths[i];
     ring.buffer.write(kv[i], at, length, 'utf8');
     putString(words, fieldOf(w, i), length, at);
+    if ((i & 1) === 1) {
+      valueAt[i >> 1] = at;
+      valueLength[i >> 1] = length;
+    }
     at += length;
   }
-  writeHeader(words, offset, n);
-  ring.cursor = (at + 7) & ~7;
-  set.offset = offset;
-  set.word = ring.base + BigInt(offset);
-  set.fill = ring.fill;
+  finish(set, n, offset, at, records);
 }
 
 module.exports = { LIMITS, encode };

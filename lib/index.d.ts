@@ -27,6 +27,27 @@ export function enterLabels(labels: Labels): void;
 /** The current labels, as a new plain object ({} outside any labels). */
 export function getLabels(): Record<string, string>;
 
+/** Options of enableThreadContext. */
+export interface ThreadContextOptions {
+  /**
+   * Resource attributes published in the OTEP 4719 process context
+   * (`service.name`, `service.version`, `deployment.environment.name`...).
+   * Merged over those of earlier calls; null removes one.
+   */
+  readonly resource?: { readonly [key: string]: string | null | undefined };
+}
+
+/**
+ * Turns on the OpenTelemetry Thread Context for the whole process: publishes
+ * the OTEP 4719 process context (an OTEL_CTX mapping naming the schema and
+ * the attribute keys) and, in every thread, an OTEP 4947 record beside each
+ * label set, pointed at by the thread-local `otel_thread_ctx_v1`.  Returns
+ * false, doing nothing, where `supported` is false.
+ * @throws {TypeError} for options of the wrong type.
+ * @throws {RangeError} for resource attributes beyond the limits.
+ */
+export function enableThreadContext(options?: ThreadContextOptions): boolean;
+
 /** True where the Custom Label ABI is exported (Linux on x86-64 or aarch64). */
 export const supported: boolean;
 

@@ -4,6 +4,12 @@
 
 const owner = require('./owner');
 
+// What customlabels/otel uses beside the public API: withLabels and
+// enterLabels that also set the span of the thread-context record, and the
+// current span.  Versioned with the name, so that the otel entry of one
+// copy can use the API of another copy that owns the thread.
+const INTERNAL = Symbol.for('customlabels.internal.v1');
+
 // A copy loaded after another one in this thread hands out that one's API
 // (lib/owner.js).
 module.exports = owner.standing === 'delegate' ? owner.owner.exports : create();
@@ -12,6 +18,7 @@ function create() {
   const native = require('./native');
   const { LIMITS, derive } = require('./labelset');
   const context = require('./context');
+  const { enableThreadContext } = require('./threadcontext');
 
   function checkFunction(fn, who) {
     if (typeof fn !== 'function') {
@@ -50,10 +57,25 @@ function create() {
     withLabels,
     enterLabels,
     getLabels,
+    enableThreadContext,
     supported: native.binding !== null,
     unsupportedReason: native.reason,
     limits: LIMITS,
   };
+  Object.defineProperty(api, INTERNAL, {
+    value: Object.freeze({
+      withSpan(labels, span, fn) {
+        checkFunction(fn, 'withLabels');
+        return context.run(derive(context.current(), labels, 'withLabels', span), fn);
+      },
+      enterSpan(labels, span) {
+        context.enter(derive(context.current(), labels, 'enterLabels', span));
+      },
+      currentSpan() {
+        return context.current().span;
+      },
+    }),
+  });
   if (owner.standing === 'own') owner.register(api);
   return api;
 }

@@ -2,5 +2,7 @@
 // `import` and `require` share one instance (one current label set).
 import customlabels from './index.js';
 
-export const { withLabels, enterLabels, getLabels, supported, unsupportedReason, limits } = customlabels;
+export const {
+  withLabels, enterLabels, getLabels, enableThreadContext, supported, unsupportedReason, limits,
+} = customlabels;
 export default customlabels;

@@ -4,7 +4,8 @@
 // same labels come again.  The bytes a profiler reads are lib/encode.js's
 // job; where they live, lib/arena.js's.
 
-const { LIMITS, encode } = require('./encode');
+const { LIMITS } = require('./limits');
+const { encode } = require('./encode');
 const { NOWHERE, addressOf } = require('./arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -13,10 +14,16 @@ const ObjectPrototype = Object.prototype;
 const functionToString = Function.prototype.toString;
 
 class LabelSet {
-  constructor(kv) {
+  constructor(kv, span) {
     this.kv = kv; // [key, value, key, value...]: strings, keys unique, in storage order
+    // The OpenTelemetry span whose ids the set's thread-context record
+    // carries (lib/record.js), or null: { traceId, spanId (hex), flags,
+    // traceKey, spanKey (the labels that carry the ids, or null) }.
+    // Inherited like a label; only customlabels/otel sets it.
+    this.span = span;
     this.offset = -1; // where the bytes are in the arena (lib/encode.js); -1: none, publish NULL
     this.word = 0n; // the address to publish, as a 64-bit integer (lib/native.js says why)
+    this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
     this.fill = NOWHERE; // the arena's token for the contents of that chunk (lib/arena.js)
   }
 
@@ -27,7 +34,7 @@ class LabelSet {
 }
 
 // The set with no labels is published as a NULL pointer.
-const EMPTY = new LabelSet([]);
+const EMPTY = new LabelSet([], null);
 
 // Object.prototype of this realm or of another (a `vm` context, a test
 // runner's sandbox): the prototype of a plain object literal made there.
@@ -67,13 +74,14 @@ function quote(key) {
 // unique value (a trace id) never hits.
 let lastParent = null;
 let lastGiven = [];
+let lastSpan = null;
 let lastSet = null;
 
 // The set that `labels` makes inside `parent`: parent's labels, overridden by
-// `labels`, with null/undefined values removing a key.  Returns `parent`
-// itself when nothing changes.  Throws TypeError/RangeError before it
-// changes anything.
-function derive(parent, labels, who) {
+// `labels`, with null/undefined values removing a key, and with `span`
+// (parent's span if undefined).  Returns `parent` itself when nothing
+// changes.  Throws TypeError/RangeError before it changes anything.
+function derive(parent, labels, who, span = parent.span) {
   if (typeof labels !== 'object' || labels === null) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
@@ -96,10 +104,11 @@ function derive(parent, labels, who) {
     }
     given.push(key, raw);
   }
-  if (parent === lastParent && sameGiven(given, lastGiven)) return lastSet;
-  const set = build(parent, given, plain, who);
+  if (parent === lastParent && span === lastSpan && sameGiven(given, lastGiven)) return lastSet;
+  const set = build(parent, given, plain, who, span);
   lastParent = parent;
   lastGiven = given;
+  lastSpan = span;
   lastSet = set;
   return set;
 }
@@ -123,11 +132,12 @@ function isOtherValue(raw) {
 // Merges the labels in `given` into the parent's labels, and encodes the
 // result if it differs from the parent.  `plain`: every given value is a
 // string.
-function build(parent, given, plain, who) {
+function build(parent, given, plain, who, span) {
   const base = parent.kv;
+  const sameSpan = span === parent.span;
   let kv;
   if (base.length === 0) {
-    if (given.length === 0) return parent;
+    if (given.length === 0 && sameSpan) return parent;
     if (plain) {
       kv = given; // never changed after this, so the set can own it
     } else {
@@ -137,7 +147,7 @@ function build(parent, given, plain, who) {
         const raw = given[i + 1];
         if (raw != null) kv.push(given[i], typeof raw === 'string' ? raw : String(raw));
       }
-      if (kv.length === 0) return parent;
+      if (kv.length === 0 && sameSpan) return parent;
     }
   } else {
     kv = base.slice();
@@ -164,12 +174,12 @@ function build(parent, given, plain, who) {
         changed = true;
       }
     }
-    if (!changed) return parent;
+    if (!changed && sameSpan) return parent;
   }
   if (kv.length > 2 * LIMITS.maxLabels) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${kv.length >> 1}`);
   }
-  const set = new LabelSet(kv);
+  const set = new LabelSet(kv, span);
   encode(set, who);
   return set;
 }

@@ -86,4 +86,10 @@ if (binding) checkPeers(binding, file);
 // ordinary memory.
 const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
-module.exports = { binding, file: file ?? null, reason, slot, LAYOUT };
+// The same for OTEP 4947's otel_thread_ctx_v1 (lib/record.js), and the
+// process-wide word that says whether the thread context is on: non-zero
+// once any thread of the process enabled it.
+const otelSlot = new BigUint64Array(binding ? binding.otelSlot() : new ArrayBuffer(8));
+const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayBuffer(4));
+
+module.exports = { binding, file: file ?? null, reason, slot, otelSlot, otelEnabled, LAYOUT };

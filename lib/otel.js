@@ -5,7 +5,9 @@
 // context whose span has a valid span context is active, the thread's label
 // set holds that span's trace id and span id (the `trace_id` and `span_id`
 // labels by which profilers link CPU samples to traces), merged with the
-// labels of withLabels.
+// labels of withLabels; once the thread context is enabled
+// (enableThreadContext), the span's ids and trace flags are also in the
+// header of the thread's OTEP 4947 record.
 //
 // How the labels get in.  A context becomes active only through its
 // manager: with(ctx, fn), a function or listener that bind() wrapped, or
@@ -36,7 +38,18 @@ try {
 
 const { EventEmitter } = require('node:events');
 const { trace, isSpanContextValid } = otel;
-const { withLabels, enterLabels, getLabels, limits } = require('./index');
+const customlabels = require('./index');
+const { getLabels, limits } = customlabels;
+
+// The span goes into the thread-context record (enableThreadContext) through
+// the owning copy's internal API; a copy without it (an older release that
+// loaded first) gets the labels alone.
+const internal = customlabels[Symbol.for('customlabels.internal.v1')];
+const withSpan = internal !== undefined ? internal.withSpan
+  : (labels, span, fn) => customlabels.withLabels(labels, fn);
+const enterSpan = internal !== undefined ? internal.enterSpan
+  : (labels) => customlabels.enterLabels(labels);
+const currentSpan = internal !== undefined ? internal.currentSpan : () => null;
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
@@ -183,10 +196,11 @@ class SpanLabelsContextManager {
   #inner;
   #keys;
   #none; // the span labels of a context without a valid span: every key null
+  #noSpan; // { labels: #none, span: null }
   #roots = null; // span -> its local root span id (or null), when that label is on
-  #lastSpan; // the span whose labels #labelsOf made last, its name then, and the labels
+  #lastSpan; // the span whose labels #entryOf made last, its name then, and the entry
   #lastName;
-  #lastLabels;
+  #lastEntry;
 
   constructor(inner, keys) {
     this.#inner = inner;
@@ -194,6 +208,7 @@ class SpanLabelsContextManager {
     const none = {};
     for (const { option } of LABELS) if (keys[option] !== null) none[keys[option]] = null;
     this.#none = Object.freeze(none);
+    this.#noSpan = Object.freeze({ labels: this.#none, span: null });
     if (keys.localRootSpanId !== null) this.#roots = new WeakMap();
     // attach() is optional in the ContextManager interface (experimental
     // in @opentelemetry/api 1.10): offered exactly when the inner manager
@@ -216,15 +231,15 @@ class SpanLabelsContextManager {
       entered = true;
       return inner.with(ctx, fn, thisArg, ...args);
     };
-    const labels = this.#labelsOf(ctx);
+    const { labels, span } = this.#entryOf(ctx);
     try {
-      return withLabels(labels, run);
+      return withSpan(labels, span, run);
     } catch (err) {
       if (entered) throw err;
       // The labels were refused (too many with the enclosing ones): run
       // without any span's labels rather than with the enclosing span's.
       warnDropped(err);
-      return withLabels(this.#none, run);
+      return withSpan(this.#none, null, run);
     }
   }
 
@@ -244,32 +259,40 @@ class SpanLabelsContextManager {
     return this;
   }
 
-  // The span labels of a context.  The ids are the span context's own
-  // strings (so a span's labels are the same strings every time, and
-  // withLabels finds the set it made last); only the last span's labels are
-  // kept, since remembering every span (a WeakMap) costs more than making
-  // them again.
-  #labelsOf(ctx) {
+  // The span labels of a context, and the span of its thread-context
+  // record: { labels, span }.  The ids are the span context's own strings
+  // (so a span's labels are the same strings every time, and withLabels
+  // finds the set it made last); only the last span's entry is kept, since
+  // remembering every span (a WeakMap) costs more than making it again.
+  #entryOf(ctx) {
     const span = ctx != null && typeof ctx.getValue === 'function' ? trace.getSpan(ctx) : undefined;
-    if (span === undefined || (typeof span !== 'object' && typeof span !== 'function') || span === null) return this.#none;
-    if (span === this.#lastSpan && (this.#keys.spanName === null || span.name === this.#lastName)) return this.#lastLabels;
-    const labels = this.#describe(span);
+    if (span === undefined || (typeof span !== 'object' && typeof span !== 'function') || span === null) return this.#noSpan;
+    if (span === this.#lastSpan && (this.#keys.spanName === null || span.name === this.#lastName)) return this.#lastEntry;
+    const entry = this.#describe(span);
     this.#lastSpan = span;
     this.#lastName = span.name;
-    this.#lastLabels = labels;
-    return labels;
+    this.#lastEntry = entry;
+    return entry;
   }
 
   #describe(span) {
     const sc = typeof span.spanContext === 'function' ? span.spanContext() : undefined;
-    if (sc == null || !isSpanContextValid(sc)) return this.#none;
+    if (sc == null || !isSpanContextValid(sc)) return this.#noSpan;
     const keys = this.#keys;
+    const traceId = lower(sc.traceId);
+    const spanId = lower(sc.spanId);
     const labels = {};
-    if (keys.traceId !== null) labels[keys.traceId] = lower(sc.traceId);
-    if (keys.spanId !== null) labels[keys.spanId] = lower(sc.spanId);
+    if (keys.traceId !== null) labels[keys.traceId] = traceId;
+    if (keys.spanId !== null) labels[keys.spanId] = spanId;
     if (keys.localRootSpanId !== null) labels[keys.localRootSpanId] = this.#rootOf(span, sc);
     if (keys.spanName !== null) labels[keys.spanName] = typeof span.name === 'string' ? clip(span.name) : null;
-    return labels;
+    // The record's header carries the ids; the labels that repeat them are
+    // left out of its attributes (lib/record.js).
+    const flags = typeof sc.traceFlags === 'number' ? sc.traceFlags & 0xff : 0;
+    return Object.freeze({
+      labels,
+      span: Object.freeze({ traceId, spanId, flags, traceKey: keys.traceId, spanKey: keys.spanId }),
+    });
   }
 
   // A span's local root is found once, the first time its labels are made,
@@ -306,9 +329,10 @@ class SpanLabelsContextManager {
 
   // What a bound function runs with: the labels current where bind() is
   // called, with the span labels of ctx over them, as a null-prototype
-  // object of strings.
+  // object of strings, and the span of ctx: { captured, span }.
   #capture(ctx) {
-    const span = this.#labelsOf(ctx);
+    const entry = this.#entryOf(ctx);
+    const span = entry.labels;
     const here = getLabels();
     const captured = Object.create(null);
     for (const key of Object.keys(here)) captured[key] = here[key];
@@ -319,13 +343,14 @@ class SpanLabelsContextManager {
     if (Object.keys(captured).length > limits.maxLabels) {
       warnDropped(new RangeError(`a label set holds at most ${limits.maxLabels} labels`));
       for (const key of Object.keys(span)) delete captured[key];
+      return { captured, span: null };
     }
-    return captured;
+    return { captured, span: entry.span };
   }
 
-  // Runs run() with exactly the captured labels: the keys of the calling
-  // context that are not among them are removed.
-  #within(captured, run) {
+  // Runs run() with exactly the captured labels (and span): the keys of the
+  // calling context that are not among them are removed.
+  #within({ captured, span }, run) {
     const here = getLabels();
     let labels = captured;
     for (const key in here) {
@@ -333,7 +358,7 @@ class SpanLabelsContextManager {
       if (labels === captured) labels = Object.assign(Object.create(null), captured);
       labels[key] = null;
     }
-    return withLabels(labels, run);
+    return withSpan(labels, span, run);
   }
 
   #wrap(ctx, captured, target) {
@@ -398,13 +423,14 @@ class SpanLabelsContextManager {
   // disposed, which restores the labels that were current before.
   #attach(ctx) {
     const before = getLabels();
+    const beforeSpan = currentSpan();
     const token = this.#inner.attach(ctx);
-    const labels = this.#labelsOf(ctx);
+    const { labels, span } = this.#entryOf(ctx);
     try {
-      enterLabels(labels);
+      enterSpan(labels, span);
     } catch (err) {
       warnDropped(err);
-      enterLabels(this.#none);
+      enterSpan(this.#none, null);
     }
     let disposed = false;
     return {
@@ -415,7 +441,7 @@ class SpanLabelsContextManager {
         const now = getLabels();
         const restore = Object.assign(Object.create(null), before);
         for (const key in now) if (!hasOwn.call(before, key)) restore[key] = null;
-        enterLabels(restore);
+        enterSpan(restore, beforeSpan);
       },
     };
   }

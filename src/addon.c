@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "customlabels.h"
+#include "otel.h"
 
 typedef struct {
   cl_arena_t arena;
@@ -182,6 +183,185 @@ static napi_value peers(napi_env env, napi_callback_info info) {
   return ctx.array;
 }
 
+/* otelSlot(): an 8-byte ArrayBuffer over this thread's otel_thread_ctx_v1. */
+static napi_value otel_slot_buffer(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  /* Like slot(): the variable lives as long as the thread. */
+  CALL(env, napi_create_external_arraybuffer(env, cl_otel_slot(), sizeof(void *), NULL, NULL,
+                                             &result));
+  return result;
+}
+
+/*
+ * otelEnabled(): a 4-byte ArrayBuffer over the process-wide word that says
+ * whether the thread context is on (src/process_ctx.c); every thread reads
+ * it, none writes it.  It lives as long as the process.
+ */
+static napi_value otel_enabled_buffer(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  CALL(env, napi_create_external_arraybuffer(env, (void *)cl_otel_v1_enabled(), sizeof(uint32_t),
+                                             NULL, NULL, &result));
+  return result;
+}
+
+static napi_value otel_fail(napi_env env, int status) {
+  char message[160];
+  snprintf(message, sizeof(message), "customlabels: %s", cl_otel_strerror(status));
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
+/* otelEnable(): publishes the process context and turns the thread context on. */
+static napi_value otel_enable(napi_env env, napi_callback_info info) {
+  (void)info;
+  int status = cl_otel_v1_enable();
+  if (status != CL_OTEL_OK) return otel_fail(env, status);
+  napi_value result;
+  CALL(env, napi_get_undefined(env, &result));
+  return result;
+}
+
+/*
+ * A string argument as UTF-8 in `buf` (`size` bytes, room for a NUL):
+ * false, with an error thrown, if it is not a string or does not fit.
+ * lib/ checks the limits first, so this is only memory safety.
+ */
+static bool utf8_of(napi_env env, napi_value value, char *buf, size_t size, size_t *len) {
+  if (napi_get_value_string_utf8(env, value, buf, size, len) != napi_ok) {
+    throw_status(env, "napi_get_value_string_utf8");
+    return false;
+  }
+  if (*len + 1 >= size) {
+    napi_throw_range_error(env, NULL, "customlabels: a string is longer than the process context allows");
+    return false;
+  }
+  return true;
+}
+
+/*
+ * otelSetResource([key, value or null, ...]): sets (null: removes)
+ * resource attributes of the process context.
+ */
+static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uint32_t length = 0;
+  CALL(env, napi_get_array_length(env, argv[0], &length));
+  size_t n = length / 2;
+  if (n > CL_OTEL_MAX_RESOURCE) return otel_fail(env, CL_OTEL_EINVAL);
+  /* Owner: this call; the process context copies what it keeps. */
+  cl_otel_attr_t *attrs = calloc(n ? n : 1, sizeof(*attrs));
+  char *strings = malloc((n ? n : 1) * (CL_OTEL_MAX_RESOURCE_KEY + CL_OTEL_MAX_RESOURCE_VALUE + 4));
+  napi_value result = NULL;
+  if (attrs == NULL || strings == NULL) {
+    napi_throw_error(env, NULL, "customlabels: out of memory");
+    goto done;
+  }
+  char *at = strings;
+  for (size_t i = 0; i < n; i++) {
+    napi_value key, value;
+    napi_valuetype type;
+    if (napi_get_element(env, argv[0], (uint32_t)(2 * i), &key) != napi_ok ||
+        napi_get_element(env, argv[0], (uint32_t)(2 * i + 1), &value) != napi_ok ||
+        napi_typeof(env, value, &type) != napi_ok) {
+      throw_status(env, "otelSetResource");
+      goto done;
+    }
+    if (!utf8_of(env, key, at, CL_OTEL_MAX_RESOURCE_KEY + 2, &attrs[i].key_len)) goto done;
+    attrs[i].key = at;
+    at += CL_OTEL_MAX_RESOURCE_KEY + 2;
+    if (type == napi_null) {
+      attrs[i].value = NULL;
+    } else {
+      if (!utf8_of(env, value, at, CL_OTEL_MAX_RESOURCE_VALUE + 2, &attrs[i].value_len)) goto done;
+      attrs[i].value = at;
+    }
+    at += CL_OTEL_MAX_RESOURCE_VALUE + 2;
+  }
+  int status = cl_otel_v1_set_resource(attrs, n);
+  if (status != CL_OTEL_OK) {
+    otel_fail(env, status);
+    goto done;
+  }
+  napi_get_undefined(env, &result);
+done:
+  free(attrs);
+  free(strings);
+  return result;
+}
+
+/*
+ * otelKeyIndex(key): the key's index in the process's attribute key map,
+ * appended if new; -1 when the map is full, -2 when it is full and this is
+ * the first key the process refused (so that one warning names it).
+ */
+static napi_value otel_key_index(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char key[CL_OTEL_KEY_MAX + 2];
+  size_t len;
+  if (!utf8_of(env, argv[0], key, sizeof(key), &len)) return NULL;
+  bool first = false;
+  int index = cl_otel_v1_key_index(key, len, &first);
+  if (index == CL_OTEL_EFULL) index = first ? -2 : -1;
+  else if (index < 0) return otel_fail(env, index);
+  return number(env, index);
+}
+
+/* otelPayload(): test-only; the published payload as a Buffer, or null. */
+static napi_value otel_payload(napi_env env, napi_callback_info info) {
+  (void)info;
+  unsigned char *copy = malloc(CL_OTEL_PAYLOAD_MAX); /* owner: this call */
+  if (copy == NULL) {
+    napi_throw_error(env, NULL, "customlabels: out of memory");
+    return NULL;
+  }
+  long len = cl_otel_v1_payload(copy, CL_OTEL_PAYLOAD_MAX);
+  napi_value result = NULL;
+  void *data;
+  if (len < 0) {
+    if (napi_get_null(env, &result) != napi_ok) throw_status(env, "napi_get_null");
+  } else if (napi_create_buffer_copy(env, (size_t)len, copy, &data, &result) != napi_ok) {
+    throw_status(env, "napi_create_buffer_copy");
+    result = NULL;
+  }
+  free(copy);
+  return result;
+}
+
+/*
+ * readOtelRecord(): test-only.  The record this thread's otel_thread_ctx_v1
+ * points at, as a reader takes it: null for NULL, else a Buffer with the
+ * 28-byte header and attrs-data-size bytes of attributes (at most
+ * CL_OTEL_RECORD_MAX bytes in all).
+ */
+static napi_value read_otel_record(napi_env env, napi_callback_info info) {
+  (void)info;
+  const unsigned char *record = *cl_otel_slot();
+  napi_value result;
+  if (record == NULL) {
+    CALL(env, napi_get_null(env, &result));
+    return result;
+  }
+  uint16_t attrs;
+  memcpy(&attrs, record + CL_OTEL_RECORD_ATTRS_SIZE, sizeof(attrs));
+  size_t size = CL_OTEL_RECORD_HEADER + (size_t)attrs;
+  if (size > CL_OTEL_RECORD_MAX) size = CL_OTEL_RECORD_MAX;
+  void *copy;
+  CALL(env, napi_create_buffer_copy(env, size, record, &copy, &result));
+  return result;
+}
+
+/* otelHeader(): test-only; the address of the OTEL_CTX header, 0 if none. */
+static napi_value otel_header(napi_env env, napi_callback_info info) {
+  (void)info;
+  return number(env, (double)(uintptr_t)cl_otel_v1_header());
+}
+
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
@@ -208,7 +388,13 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "chunkBytes", CL_CHUNK_BYTES) ||
       !set_number(env, result, "arenaChunks", CL_ARENA_CHUNKS) ||
       !set_number(env, result, "arenaBytes", CL_ARENA_BYTES) ||
-      !set_number(env, result, "abiVersion", custom_labels_abi_version))
+      !set_number(env, result, "abiVersion", custom_labels_abi_version) ||
+      !set_number(env, result, "otelRecordHeader", CL_OTEL_RECORD_HEADER) ||
+      !set_number(env, result, "otelRecordMax", CL_OTEL_RECORD_MAX) ||
+      !set_number(env, result, "otelMaxKeys", CL_OTEL_MAX_KEYS) ||
+      !set_number(env, result, "otelMaxResource", CL_OTEL_MAX_RESOURCE) ||
+      !set_number(env, result, "otelMaxResourceKey", CL_OTEL_MAX_RESOURCE_KEY) ||
+      !set_number(env, result, "otelMaxResourceValue", CL_OTEL_MAX_RESOURCE_VALUE))
     return NULL;
   return result;
 }
@@ -232,6 +418,14 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
       {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelEnabled", NULL, otel_enabled_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelSetResource", NULL, otel_set_resource, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };
   CALL(env, napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));

@@ -23,6 +23,7 @@ const ADDON = path.join(ROOT, 'build', 'Release', 'customlabels.node');
 const READER = path.join(__dirname, 'helpers', 'cl-reader.gdb.py');
 const BLOCKED_CHILD = path.join(__dirname, 'helpers', 'blocked-child.js');
 const SWITCHER_CHILD = path.join(__dirname, 'helpers', 'switcher-child.js');
+const OTEL_TARGET = path.join(__dirname, 'helpers', 'otel-target.js');
 
 const SUPPORTED = process.platform === 'linux' && process.arch === 'x64';
 const ELF_SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
@@ -230,17 +231,24 @@ describe('external view (readelf, gdb)', function () {
       assert.ok(have('readelf'), 'readelf is needed for this test (Debian: apt-get install binutils)');
     });
 
-    it('defines exactly the two ABI symbols and the two Node-API entry points', function () {
+    it('defines exactly the ABI symbols, otel_thread_ctx_v1, the shared process-context functions and the Node-API entry points', function () {
       const symbols = dynamicSymbols();
       assert.ok(symbols.length > 4, 'readelf --dyn-syms output was not understood');
       // (The aarch64 linker also puts section symbols in .dynsym, such as
       // .init and .data: local, and no symbol a reader could look up.)
       const defined = symbols.filter((s) => s.ndx !== 'UND' && !(s.type === 'SECTION' && s.bind === 'LOCAL'));
       assert.deepEqual(defined.map((s) => s.name).sort(), [
+        'cl_otel_v1_enable',
+        'cl_otel_v1_enabled',
+        'cl_otel_v1_header',
+        'cl_otel_v1_key_index',
+        'cl_otel_v1_payload',
+        'cl_otel_v1_set_resource',
         'custom_labels_abi_version',
         'custom_labels_current_set',
         'napi_register_module_v1',
         'node_api_module_get_api_version_v1',
+        'otel_thread_ctx_v1',
       ]);
       for (const s of defined) {
         assert.equal(s.bind, 'GLOBAL', `${s.name} binding`);
@@ -250,9 +258,11 @@ describe('external view (readelf, gdb)', function () {
       assert.equal(by.napi_register_module_v1.type, 'FUNC');
       assert.equal(by.node_api_module_get_api_version_v1.type, 'FUNC');
 
-      const tls = by.custom_labels_current_set;
-      assert.equal(tls.type, 'TLS');
-      assert.equal(tls.size, 8);
+      for (const name of ['custom_labels_current_set', 'otel_thread_ctx_v1']) {
+        assert.equal(by[name].type, 'TLS', `${name} type`);
+        assert.equal(by[name].size, 8, `${name} size`);
+      }
+      for (const s of defined.filter((d) => d.name.startsWith('cl_otel_v1_'))) assert.equal(s.type, 'FUNC', s.name);
 
       const version = by.custom_labels_abi_version;
       assert.equal(version.type, 'OBJECT');
@@ -271,19 +281,29 @@ describe('external view (readelf, gdb)', function () {
       assert.equal(bytes.readUInt32LE(0), 1, 'custom_labels_abi_version in the file');
     });
 
-    it('has a TLS block of exactly one pointer', function () {
+    it('has a TLS block of exactly two pointers', function () {
       const tls = programHeaders().filter((p) => p.type === 'TLS');
       assert.equal(tls.length, 1, 'one PT_TLS segment');
-      assert.equal(tls[0].memsz, 8, 'PT_TLS MemSiz');
+      assert.equal(tls[0].memsz, 16, 'PT_TLS MemSiz');
     });
 
-    it(`reaches custom_labels_current_set only through one ${TLSDESC} relocation`, function () {
+    it(`reaches each thread-local only through one ${TLSDESC} relocation`, function () {
       const relocs = relocations();
       assert.ok(relocs.length > 0, 'readelf -r output was not understood');
       const tlsRelocs = relocs.filter((r) => /TLS|TPOFF|DTP/.test(r.type));
-      assert.deepEqual(tlsRelocs.map((r) => [r.type, r.symbol]),
-        [[TLSDESC, 'custom_labels_current_set']]);
-      assert.equal(tlsRelocs[0].offset % 8, 0, 'the descriptor is 8-byte aligned');
+      assert.deepEqual(tlsRelocs.map((r) => [r.type, r.symbol]).sort(),
+        [[TLSDESC, 'custom_labels_current_set'], [TLSDESC, 'otel_thread_ctx_v1']]);
+      for (const r of tlsRelocs) assert.equal(r.offset % 8, 0, 'the descriptor is 8-byte aligned');
+    });
+
+    it('calls the process-context functions through the PLT, so that a copy loaded later uses the first copy\'s', function () {
+      const relocs = relocations();
+      const calls = relocs.filter((r) => r.symbol !== null && r.symbol.startsWith('cl_otel_v1_'));
+      assert.deepEqual(calls.map((r) => r.symbol).sort(), [
+        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_header', 'cl_otel_v1_key_index',
+        'cl_otel_v1_payload', 'cl_otel_v1_set_resource',
+      ]);
+      for (const r of calls) assert.match(r.type, /JUMP_SLOT/, `${r.symbol} relocation`);
     });
   });
 
@@ -382,9 +402,9 @@ describe('external view (readelf, gdb)', function () {
       assert.match(m.path, /customlabels\.node$/);
       assert.equal(path.resolve(m.path), fs.realpathSync(ADDON));
       assert.equal(m.abiVersionLive, 1, 'custom_labels_abi_version in memory');
-      assert.deepEqual(m.ptTlsMemsz, [8]);
+      assert.deepEqual(m.ptTlsMemsz, [16]);
       // The reader parsed the ELF itself; readelf agrees on the GOT slot.
-      const desc = relocations().filter((r) => r.type === 'R_X86_64_TLSDESC');
+      const desc = relocations().filter((r) => r.type === 'R_X86_64_TLSDESC' && r.symbol === 'custom_labels_current_set');
       assert.equal(m.gotOffset, desc[0].offset);
       assert.equal(m.descriptor, m.base + m.gotOffset);
       // Static TLS (variant II): the block sits below the thread pointer.  A
@@ -408,6 +428,98 @@ describe('external view (readelf, gdb)', function () {
       const { code, signal } = await exited(child, 30000, 'blocked child');
       assert.equal(signal, null);
       assert.equal(code, 0);
+    });
+  });
+
+  describe('the OpenTelemetry thread context of a live process, read with gdb by the OTEPs\' rules', function () {
+    this.timeout(120000);
+    let dir;
+    let child;
+    let ready;
+    let snapshot;
+
+    before(async function () {
+      skipUnderEmulation(this, why.gdb);
+      requireTools(this, 'gdb', 'readelf');
+      dir = tmpdir();
+      child = track('children', spawn(process.execPath, [OTEL_TARGET], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        env: { ...process.env, CL_CHILD_TIMEOUT_MS: '100000' },
+      }));
+      ready = JSON.parse(await lineReader(child.stdout).wait('READY ', 30000, 'otel target'));
+      snapshot = await runReader(child.pid, dir, { CL_MODE: 'otel' }, 60000).result;
+    });
+
+    after(function () {
+      killAll();
+      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    // The attributes of a record by name, through the key map.
+    function named(record) {
+      const map = Object.fromEntries(snapshot.processContext.attributes);
+      const keys = map['threadlocal.attribute_key_map'];
+      const attrs = {};
+      for (const [index, value] of record.attrs) {
+        assert.ok(index < keys.length, `key index ${index} is in the key map`);
+        attrs[keys[index]] = value;
+      }
+      return attrs;
+    }
+
+    it('finds the OTEL_CTX memfd mapping and reads a consistent OTEP 4719 header and payload', function () {
+      const pc = snapshot.processContext;
+      assert.equal(pc.error, undefined, pc.error);
+      assert.equal(pc.mapping, '/memfd:OTEL_CTX (deleted)');
+      assert.doesNotMatch(pc.perms, /x/, 'not executable');
+      assert.equal(pc.signature, 'OTEL_CTX');
+      assert.equal(pc.version, 2);
+      assert.equal(pc.payloadSize, pc.payload.length / 2);
+      assert.ok(pc.publishedAt > 0);
+      assert.deepEqual(pc.resource, Object.entries(ready.resource));
+      const attributes = Object.fromEntries(pc.attributes);
+      assert.equal(attributes['threadlocal.schema_version'], 'tlsdesc_v1_dev');
+      const keys = attributes['threadlocal.attribute_key_map'];
+      for (const t of ready.threads) for (const key of Object.keys(t.labels ?? {})) assert.ok(keys.includes(key), `${key} is in the key map`);
+      assert.equal(new Set(keys).size, keys.length, 'no key twice');
+    });
+
+    it('finds otel_thread_ctx_v1 through its own TLSDESC relocation, in static TLS beside custom_labels_current_set', function () {
+      const m = snapshot.otelModule;
+      assert.equal(path.resolve(m.path), fs.realpathSync(ADDON));
+      const desc = relocations().filter((r) => r.type === 'R_X86_64_TLSDESC' && r.symbol === 'otel_thread_ctx_v1');
+      assert.equal(m.gotOffset, desc[0].offset);
+      assert.ok(Number.isSafeInteger(m.arg) && m.arg <= -8 && m.arg >= -4096,
+        `TLSDESC argument ${m.arg} is not a small negative offset`);
+      assert.match(String(m.resolverMapping), /\/ld-linux-x86-64\.so/);
+    });
+
+    it('reads the main thread\'s record: the active span\'s ids and flags in the header, the labels as attributes', function () {
+      const main = ready.threads.find((t) => t.role === 'main');
+      const seen = snapshot.threads.find((t) => t.tid === main.tid);
+      assert.ok(seen?.record, 'a record on the main thread');
+      assert.equal(seen.record.valid, 1);
+      assert.equal(seen.record.traceId, main.traceId);
+      assert.equal(seen.record.spanId, main.spanId);
+      assert.equal(seen.record.flags, main.flags);
+      assert.equal(seen.record.address % 2, 0, 'the record is 2-byte aligned');
+      // The ids are in the header, so not repeated as attributes.
+      assert.deepEqual(named(seen.record), main.labels);
+    });
+
+    it('reads the worker\'s record: no span (zero ids, flags 0), its labels as attributes; NULL elsewhere', function () {
+      const inside = ready.threads.find((t) => t.role === 'inside');
+      const seen = snapshot.threads.find((t) => t.tid === inside.tid);
+      assert.ok(seen?.record, 'a record on the worker');
+      assert.equal(seen.record.traceId, '0'.repeat(32));
+      assert.equal(seen.record.spanId, '0'.repeat(16));
+      assert.equal(seen.record.flags, 0);
+      assert.deepEqual(named(seen.record), inside.labels);
+      const labeled = new Set(ready.threads.filter((t) => t.labels !== null).map((t) => t.tid));
+      for (const t of snapshot.threads) {
+        assert.equal(t.error, undefined, t.error);
+        if (!labeled.has(t.tid)) assert.equal(t.pointer, 0, `thread ${t.tid} (${t.name}) publishes no record`);
+      }
     });
   });
 

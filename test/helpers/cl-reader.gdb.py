@@ -11,6 +11,11 @@
 #
 # Configuration, from gdb's environment:
 #   CL_MODE     "snapshot" (default): decode every thread's set once.
+#               "otel": the OpenTelemetry formats instead: find the OTEL_CTX
+#               mapping in /proc/PID/maps and decode its header and protobuf
+#               payload (OTEP 4719), and decode the OTEP 4947 record that
+#               every thread's otel_thread_ctx_v1 points at, found through
+#               its own TLSDESC relocation in the same way.
 #               "watch": hardware watchpoint on one thread's slot; record and
 #               decode every new value until the process exits.
 #   CL_OUT      file to write the JSON result to (required).
@@ -60,7 +65,7 @@ def s64(b, off=0):
 # --------------------------------------------------------------------------
 # ELF: just what a reader needs, parsed from the file's bytes.
 
-def parse_elf(path):
+def parse_elf(path, symbol=SYMBOL):
     with open(path, "rb") as f:
         data = f.read()
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -103,11 +108,11 @@ def parse_elf(path):
             continue
         for off in range(s["offset"], s["offset"] + s["size"], 24):
             r_offset, r_info, r_addend = struct.unpack_from("<QQq", data, off)
-            if (r_info & 0xffffffff) == want_type and symbols[r_info >> 32]["name"] == SYMBOL:
+            if (r_info & 0xffffffff) == want_type and symbols[r_info >> 32]["name"] == symbol:
                 tlsdesc.append(dict(offset=r_offset, addend=r_addend))
     if len(tlsdesc) != 1:
         raise RuntimeError("%s: expected one TLSDESC relocation for %s, found %d"
-                           % (path, SYMBOL, len(tlsdesc)))
+                           % (path, symbol, len(tlsdesc)))
     return dict(machine=e_machine, type=e_type, phdrs=phdrs, symbols=symbols,
                 tlsdesc=tlsdesc[0],
                 pt_tls=[p for p in phdrs if p["type"] == PT_TLS])
@@ -130,7 +135,7 @@ def mappings(pid):
     return result
 
 
-def find_module(pid):
+def find_module(pid, symbol=SYMBOL):
     maps = mappings(pid)
     paths = sorted({m["path"] for m in maps if NAME_RE.search(m["path"])})
     if len(paths) != 1:
@@ -141,7 +146,7 @@ def find_module(pid):
     zero = zero_map["start"]
     # The file that is mapped, even if the path now names another one.
     mapped = "/proc/%d/map_files/%x-%x" % (pid, zero_map["start"], zero_map["end"])
-    elf = parse_elf(mapped if os.path.exists(mapped) else path)
+    elf = parse_elf(mapped if os.path.exists(mapped) else path, symbol)
     first_load = min((p for p in elf["phdrs"] if p["type"] == PT_LOAD),
                      key=lambda p: p["offset"])
     page = 4096
@@ -222,9 +227,9 @@ def threadlib_address():
         return None
 
 
-def module_info(inferior):
+def module_info(inferior, symbol=SYMBOL):
     pid = inferior.pid
-    path, elf, base, maps = find_module(pid)
+    path, elf, base, maps = find_module(pid, symbol)
     desc_addr = base + elf["tlsdesc"]["offset"]
     words = read(inferior, desc_addr, 16)
     resolver, arg = u64(words, 0), s64(words, 8)
@@ -354,6 +359,147 @@ def watch(inferior, module):
                 exited=state["exited"])
 
 
+# --------------------------------------------------------------------------
+# The OpenTelemetry formats (OTEP 4719 and 4947), decoded from their texts.
+
+OTEL_SYMBOL = "otel_thread_ctx_v1"
+OTEL_MAPPING_NAMES = ("/memfd:OTEL_CTX", "/memfd:OTEL_CTX (deleted)",
+                      "[anon_shmem:OTEL_CTX]", "[anon:OTEL_CTX]")
+
+
+def pb_fields(data):
+    """(field number, wire type, value) of a protobuf message: value is an
+    int for varints and fixed-size fields, bytes for length-delimited."""
+    out = []
+    i = 0
+    while i < len(data):
+        key, i = pb_varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = pb_varint(data, i)
+        elif wire == 1:
+            value, i = u64(data, i), i + 8
+        elif wire == 2:
+            n, i = pb_varint(data, i)
+            if i + n > len(data):
+                raise RuntimeError("protobuf: field %d runs past the end" % field)
+            value, i = data[i:i + n], i + n
+        elif wire == 5:
+            value, i = struct.unpack_from("<I", data, i)[0], i + 4
+        else:
+            raise RuntimeError("protobuf: wire type %d" % wire)
+        out.append((field, wire, value))
+    return out
+
+
+def pb_varint(data, i):
+    value = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def pb_any(data):
+    """An AnyValue: a string, or a list for an array_value."""
+    for field, _wire, value in pb_fields(data):
+        if field == 1:
+            return value.decode("utf-8")
+        if field == 5:
+            return [pb_any(v) for f, _w, v in pb_fields(value) if f == 1]
+        return dict(field=field, value=value if isinstance(value, int) else value.hex())
+    return None
+
+
+def pb_keyvalues(data, number):
+    """The KeyValue fields `number` of a message, as [key, value] pairs in order."""
+    pairs = []
+    for field, _wire, value in pb_fields(data):
+        if field != number:
+            continue
+        key = val = None
+        for f, _w, v in pb_fields(value):
+            if f == 1:
+                key = v.decode("utf-8")
+            elif f == 2:
+                val = pb_any(v)
+        pairs.append([key, val])
+    return pairs
+
+
+def process_context(inferior):
+    found = [m for m in mappings_raw(inferior.pid) if m["name"] in OTEL_MAPPING_NAMES]
+    if len(found) != 1:
+        return dict(error="expected one OTEL_CTX mapping, found %r" % ([m["name"] for m in found],))
+    m = found[0]
+    for _attempt in range(3):
+        header = read(inferior, m["start"], 32)
+        signature = header[:8]
+        version, size = struct.unpack_from("<II", header, 8)
+        published, payload_ptr = u64(header, 16), u64(header, 24)
+        if published == 0:
+            continue
+        payload = read(inferior, payload_ptr, size) if 0 < size <= 65536 else b""
+        if u64(read(inferior, m["start"] + 16, 8)) != published:
+            continue
+        resource = b"".join(v for f, _w, v in pb_fields(payload) if f == 1)
+        return dict(mapping=m["name"], perms=m["perms"], size=m["end"] - m["start"],
+                    signature=signature.decode("latin-1"), version=version,
+                    payloadSize=size, publishedAt=published, payload=payload.hex(),
+                    resource=pb_keyvalues(resource, 1), attributes=pb_keyvalues(payload, 2))
+    return dict(error="the process context kept changing")
+
+
+def mappings_raw(pid):
+    result = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            result.append(dict(start=start, end=end, perms=parts[1],
+                               name=parts[5].strip() if len(parts) > 5 else ""))
+    return result
+
+
+def decode_record(inferior, ptr):
+    if ptr == 0:
+        return None
+    header = read(inferior, ptr, 28)
+    size = struct.unpack_from("<H", header, 26)[0]
+    attrs_raw = read(inferior, ptr + 28, min(size, 640 - 28)) if size else b""
+    attrs = []
+    i = 0
+    while i + 2 <= len(attrs_raw):
+        index, length = attrs_raw[i], attrs_raw[i + 1]
+        if i + 2 + length > len(attrs_raw):
+            break
+        attrs.append([index, attrs_raw[i + 2:i + 2 + length].decode("utf-8", "replace")])
+        i += 2 + length
+    return dict(address=ptr, bytes=(header + attrs_raw).hex(), traceId=header[:16].hex(),
+                spanId=header[16:24].hex(), valid=header[24], flags=header[25],
+                attrsSize=size, attrs=attrs)
+
+
+def otel_snapshot(inferior):
+    module = module_info(inferior, OTEL_SYMBOL)
+    threads = []
+    for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
+        thread.switch()
+        slot = slot_of(module, thread_pointer(module["machine"]))
+        entry = dict(tid=thread.ptid[1], name=thread.name, slot=slot)
+        try:
+            ptr = u64(read(inferior, slot, 8))
+            entry["pointer"] = ptr
+            entry["record"] = decode_record(inferior, ptr)
+        except Exception as e:  # noqa: BLE001 - reported, not fatal
+            entry["error"] = repr(e)
+        threads.append(entry)
+    return dict(otelModule=module, threads=threads, processContext=process_context(inferior))
+
+
 def main():
     out_path = os.environ["CL_OUT"]
     result = dict(ok=False)
@@ -375,6 +521,8 @@ def main():
             result.update(snapshot(inferior, module))
         elif mode == "watch":
             result.update(watch(inferior, module))
+        elif mode == "otel":
+            result.update(otel_snapshot(inferior))
         else:
             raise RuntimeError("unknown CL_MODE %r" % mode)
         result["ok"] = True

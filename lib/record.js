@@ -1,0 +1,167 @@
+'use strict';
+// OTEP 4947 thread-context records: the second format a set is published
+// in, once the thread context is enabled (enableThreadContext).
+//
+// A record is written right after the set's Custom Label ABI v1 bytes, in
+// the same block of the thread's arena (lib/encode.js), so it lives and is
+// reused exactly as the set is, and the hooks publish it with one more
+// 8-byte store into otel_thread_ctx_v1 (lib/context.js).  Its layout is the
+// OTEP's, packed, 2-byte aligned, host-endian (little-endian on x86-64 and
+// aarch64):
+//   0  trace-id[16]   the active span's trace id (zeroes: no span)
+//   16 span-id[8]     its span id
+//   24 valid          1
+//   25 trace-flags    the span's W3C trace flags (0 without a span)
+//   26 attrs-data-size (uint16)
+//   28 attrs: per label, key index (uint8), value length (uint8), value bytes
+// Key indexes come from threadlocal.attribute_key_map in the process
+// context (src/process_ctx.c), which every thread and every copy of the
+// addon share: a key seen for the first time is appended there.
+//
+// Sizes: a set holds at most 10 labels of at most 53-byte values
+// (lib/encode.js), so a record is at most 28 + 10 * (2 + 53) = 578 bytes,
+// within the OTEP's recommended 640, and no value reaches the 255 bytes
+// that a one-byte length can say.
+
+const { binding, otelEnabled } = require('./native');
+const { LIMITS } = require('./limits');
+const { invalidate } = require('./arena');
+
+const HEADER = 28;
+const VALID = 24;
+const FLAGS = 25;
+const ATTRS_SIZE = 26;
+const MAX_RECORD = 640;
+const ID_BYTES = 24; // trace-id and span-id
+
+if (HEADER + LIMITS.maxLabels * (2 + LIMITS.maxValueBytes) > MAX_RECORD ||
+    LIMITS.maxValueBytes > 255) {
+  throw new Error('customlabels: the label limits would let a record exceed what OTEP 4947 allows');
+}
+
+// `on`: this thread writes records.  It follows the process-wide word
+// (lib/native.js), which the first enableThreadContext() call in any
+// thread sets; a thread notices when it next writes a set (noticed()).
+const threadContext = { on: false };
+
+// key -> its index in the process's key map, or -1 for a key left out
+// because the map is full.  Owner: this module; bounded by the map's 256
+// keys, since once the map is full no key is looked up again (`full`).
+const indexes = new Map();
+let full = false;
+
+// Turns records on in this thread: from now on every set is written with
+// its record, and every set written before is written again, record and
+// all, before it is next published (lib/arena.js).
+function turnOn() {
+  if (threadContext.on) return;
+  threadContext.on = true;
+  invalidate();
+}
+
+// Whether this thread writes records, turning them on if another thread
+// enabled the thread context since.  Called once per set written.
+function noticed() {
+  if (!threadContext.on && otelEnabled[0] !== 0) turnOn();
+  return threadContext.on;
+}
+
+// The index of a key, from the process's key map.
+function indexOf(key) {
+  let index = indexes.get(key);
+  if (index !== undefined) return index;
+  if (full) return -1;
+  index = binding.otelKeyIndex(key);
+  if (index < 0) {
+    full = true;
+    if (index === -2) {
+      process.emitWarning(
+        `customlabels: the OpenTelemetry thread context's key map holds ${binding.layout.otelMaxKeys} keys, ` +
+        `so label ${JSON.stringify(key)} and every key after it are left out of thread-context records ` +
+        '(Custom Label ABI v1 labels are unaffected). Use fewer distinct label keys.',
+        { code: 'CUSTOMLABELS_OTEL_KEYS_FULL' });
+    }
+    index = -1;
+  }
+  indexes.set(key, index);
+  return index;
+}
+
+// The bytes a record can take for a set of n labels whose values take
+// `valueBytes` bytes.
+function recordBytes(n, valueBytes) {
+  return HEADER + 2 * n + valueBytes;
+}
+
+// The header bytes of the last span seen (trace-id, span-id), decoded from
+// its hex ids once: consecutive sets nearly always share their span.
+let lastSpan = null;
+const lastIds = new Uint8Array(ID_BYTES);
+
+function hexValue(c) {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  if (c >= 65 && c <= 70) return c - 55;
+  return -1;
+}
+
+// Writes `id` (2 * count hex digits) as `count` bytes at ids[at]; zeroes if
+// it is not that (spanLabels passes valid ids only).
+function putHex(ids, at, id, count) {
+  let ok = typeof id === 'string' && id.length === 2 * count;
+  for (let i = 0; ok && i < count; i++) {
+    const hi = hexValue(id.charCodeAt(2 * i));
+    const lo = hexValue(id.charCodeAt(2 * i + 1));
+    if (hi < 0 || lo < 0) ok = false;
+    else ids[at + i] = hi << 4 | lo;
+  }
+  if (!ok) ids.fill(0, at, at + count);
+}
+
+function idsOf(span) {
+  if (span !== lastSpan) {
+    putHex(lastIds, 0, span.traceId, 16);
+    putHex(lastIds, 16, span.spanId, 8);
+    lastSpan = span;
+  }
+  return lastIds;
+}
+
+// Writes the record of `set` at arena offset `at`: its span, then one
+// attribute per label (values copied from where the ABI bytes of the set
+// put them: valueAt[i], valueLength[i]), leaving out the labels that carry
+// the span's ids and keys that the key map could not take.  Returns the
+// offset just past the record.
+function writeRecord(bytes, at, set, n, valueAt, valueLength) {
+  const span = set.span;
+  if (span === null) {
+    bytes.fill(0, at, at + ID_BYTES);
+    bytes[at + FLAGS] = 0;
+  } else {
+    bytes.set(idsOf(span), at);
+    bytes[at + FLAGS] = span.flags & 0xff;
+  }
+  bytes[at + VALID] = 1;
+  const kv = set.kv;
+  const traceKey = span === null ? null : span.traceKey;
+  const spanKey = span === null ? null : span.spanKey;
+  let p = at + HEADER;
+  for (let i = 0; i < n; i++) {
+    const key = kv[2 * i];
+    if (key === traceKey || key === spanKey) continue;
+    const index = indexOf(key);
+    if (index < 0) continue;
+    const length = valueLength[i];
+    const from = valueAt[i];
+    bytes[p] = index;
+    bytes[p + 1] = length;
+    for (let j = 0; j < length; j++) bytes[p + 2 + j] = bytes[from + j];
+    p += 2 + length;
+  }
+  const size = p - at - HEADER;
+  bytes[at + ATTRS_SIZE] = size & 0xff;
+  bytes[at + ATTRS_SIZE + 1] = size >> 8;
+  return p;
+}
+
+module.exports = { threadContext, turnOn, noticed, recordBytes, writeRecord, HEADER };

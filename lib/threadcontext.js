@@ -1,0 +1,104 @@
+'use strict';
+// enableThreadContext(): turning on the OpenTelemetry thread context for the
+// process.  Checks the options, publishes the OTEP 4719 process context
+// (src/process_ctx.c) with the resource attributes given, and turns on
+// OTEP 4947 records in this thread (lib/record.js); every other thread
+// turns them on when it next writes a label set.
+
+const { binding, reason } = require('./native');
+const { turnOn } = require('./record');
+
+const WHO = 'enableThreadContext';
+const OPTIONS = ['resource'];
+const RESERVED = 'threadlocal.';
+const layout = binding === null ? null : binding.layout;
+const MAX_ATTRIBUTES = layout === null ? 128 : layout.otelMaxResource;
+const MAX_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
+const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
+// What the resource attributes may take of the process context's 64 KiB
+// payload, leaving room for a full key map of 256 label keys.
+const MAX_RESOURCE_BYTES = 48 * 1024;
+
+function isPlainObject(value) {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === null || proto === Object.prototype;
+}
+
+function describe(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return typeof name === 'string' && name !== '' && name !== 'Object' ? `an instance of ${name}` : 'an object';
+  }
+  return `type ${typeof value}`;
+}
+
+// [key, value or null, ...] from options.resource; throws TypeError or
+// RangeError naming the argument, before anything is published.
+function checkOptions(options) {
+  if (options === undefined) return [];
+  if (!isPlainObject(options)) throw new TypeError(`${WHO}: options must be a plain object, got ${describe(options)}`);
+  for (const name of Object.keys(options)) {
+    if (!OPTIONS.includes(name)) {
+      throw new TypeError(`${WHO}: unknown option ${JSON.stringify(name)} (the options are ${OPTIONS.join(', ')})`);
+    }
+  }
+  const resource = options.resource;
+  if (resource === undefined) return [];
+  if (!isPlainObject(resource)) {
+    throw new TypeError(`${WHO}: options.resource must be a plain object of string attributes, got ${describe(resource)}`);
+  }
+  const keys = Object.keys(resource);
+  if (keys.length > MAX_ATTRIBUTES) {
+    throw new RangeError(`${WHO}: options.resource has ${keys.length} attributes; the process context holds at most ${MAX_ATTRIBUTES}`);
+  }
+  const pairs = [];
+  let bytes = 0;
+  for (const key of keys) {
+    const where = `options.resource[${JSON.stringify(key)}]`;
+    const keyBytes = Buffer.byteLength(key, 'utf8');
+    if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
+      throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
+    }
+    if (key.startsWith(RESERVED)) {
+      throw new RangeError(`${WHO}: ${where}: keys starting with "${RESERVED}" are the thread context's own`);
+    }
+    const value = resource[key];
+    if (value == null) {
+      pairs.push(key, null);
+      continue;
+    }
+    if (typeof value !== 'string') {
+      throw new TypeError(`${WHO}: ${where} must be a string, or null to remove it, got ${describe(value)}`);
+    }
+    const valueBytes = Buffer.byteLength(value, 'utf8');
+    if (!value.isWellFormed() || valueBytes > MAX_VALUE) {
+      throw new RangeError(`${WHO}: ${where} must be at most ${MAX_VALUE} bytes of well-formed UTF-8`);
+    }
+    bytes += keyBytes + valueBytes + 16;
+    pairs.push(key, value);
+  }
+  if (bytes > MAX_RESOURCE_BYTES) {
+    throw new RangeError(`${WHO}: options.resource takes about ${bytes} bytes; the process context keeps at most ${MAX_RESOURCE_BYTES} for them`);
+  }
+  return pairs;
+}
+
+/**
+ * Publishes the process context and writes an OTEP 4947 record beside every
+ * label set from now on, in every thread.  Returns false, doing nothing,
+ * where the addon is not supported.  May be called again to change
+ * resource attributes (null removes one).
+ */
+function enableThreadContext(options) {
+  const resource = checkOptions(options);
+  if (binding === null) return false;
+  if (resource.length > 0) binding.otelSetResource(resource);
+  binding.otelEnable();
+  turnOn();
+  return true;
+}
+
+module.exports = { enableThreadContext, unsupported: reason };

@@ -1,0 +1,131 @@
+/*
+ * The OpenTelemetry formats beside the Custom Label ABI v1, as seen from C:
+ * the thread context of OTEP 4947 (a thread-local pointer to a packed
+ * record, written by lib/record.js into the thread's arena) and the process
+ * context of OTEP 4719 (one OTEL_CTX mapping per process, written here).
+ * Nothing in this header knows about Node-API; src/addon.c is the glue.
+ */
+#ifndef CUSTOMLABELS_OTEL_H
+#define CUSTOMLABELS_OTEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Thread context (OTEP 4947), defined in src/abi.c ---- */
+
+/* The record's fixed part: 28 bytes, packed, 2-byte aligned. */
+#define CL_OTEL_RECORD_HEADER 28
+#define CL_OTEL_RECORD_VALID 24       /* offset of `valid` (1 = valid) */
+#define CL_OTEL_RECORD_FLAGS 25       /* offset of the W3C trace flags */
+#define CL_OTEL_RECORD_ATTRS_SIZE 26  /* offset of attrs-data-size (uint16) */
+/* What the OTEP recommends a whole record stays within. */
+#define CL_OTEL_RECORD_MAX 640
+/* Key indexes are one byte. */
+#define CL_OTEL_MAX_KEYS 256
+
+extern __thread void *otel_thread_ctx_v1;
+
+/* Address of the calling thread's otel_thread_ctx_v1, for JavaScript. */
+void **cl_otel_slot(void);
+
+/* ---- Process context (OTEP 4719), src/process_ctx.c ---- */
+
+/* The value of threadlocal.schema_version: the record layout above. */
+#define CL_OTEL_SCHEMA_VERSION "tlsdesc_v1_dev"
+/* The header's `version` field. */
+#define CL_OTEL_CTX_VERSION 2
+
+/* The header at the start of the OTEL_CTX mapping (32 bytes). */
+typedef struct {
+  char signature[8];        /* "OTEL_CTX", written last */
+  uint32_t version;         /* CL_OTEL_CTX_VERSION */
+  uint32_t payload_size;    /* bytes of protobuf at `payload` */
+  uint64_t published_at_ns; /* CLOCK_BOOTTIME ns; 0 while an update is in progress */
+  const unsigned char *payload;
+} cl_otel_ctx_header_t;
+
+/* Limits on what the process context carries, checked again in lib/. */
+#define CL_OTEL_MAX_RESOURCE 128        /* resource attributes */
+#define CL_OTEL_MAX_RESOURCE_KEY 255    /* bytes of a resource attribute's key */
+#define CL_OTEL_MAX_RESOURCE_VALUE 4096 /* bytes of its value */
+#define CL_OTEL_KEY_MAX 255             /* bytes of a thread-context key */
+#define CL_OTEL_PAYLOAD_MAX 65536       /* bytes of payload, as readers accept */
+
+typedef enum {
+  CL_OTEL_OK = 0,
+  CL_OTEL_ENOMEM = -1,   /* no memory for the state or the mapping */
+  CL_OTEL_ETOOBIG = -2,  /* the payload would not fit in the mapping */
+  CL_OTEL_EFULL = -3,    /* the key map holds CL_OTEL_MAX_KEYS keys already */
+  CL_OTEL_EINVAL = -4,   /* an argument outside the limits above */
+  CL_OTEL_EDISABLED = -5 /* the process context was not enabled */
+} cl_otel_status_t;
+
+const char *cl_otel_strerror(int status);
+
+/*
+ * The process context is one per process, shared by every thread and by
+ * every copy of this addon in the process.  Its functions are exported
+ * under versioned names (src/exports.map), so that a copy loaded after
+ * another one (with RTLD_GLOBAL, lib/native.js) binds its calls to the
+ * first copy's functions and so to its one state; a change that an older
+ * copy would misread gets new names.
+ */
+#define CL_EXPORT __attribute__((visibility("default")))
+
+/*
+ * Publishes the process context if it is not published yet, and turns the
+ * thread context on for the whole process (cl_otel_v1_enabled).
+ * Returns CL_OTEL_OK or a negative cl_otel_status_t.
+ */
+CL_EXPORT int cl_otel_v1_enable(void);
+
+/*
+ * Sets resource attribute `key` to `value` (value NULL: removes it) in the
+ * published process context, following the OTEP's updating protocol once
+ * for all `n` changes.  Keys starting with "threadlocal." are refused.
+ */
+typedef struct {
+  const char *key;
+  size_t key_len;
+  const char *value; /* NULL: remove the key */
+  size_t value_len;
+} cl_otel_attr_t;
+CL_EXPORT int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n);
+
+/*
+ * The index of `key` in threadlocal.attribute_key_map, appending it (and
+ * updating the process context) if it is new.  CL_OTEL_EFULL when the map
+ * is full; `*first_refusal` is then true exactly once per process, for the
+ * first key refused, so that one warning names it.
+ */
+CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal);
+
+/*
+ * A word that is non-zero once the thread context is on in this process;
+ * JavaScript in every thread reads it through an ArrayBuffer.
+ */
+CL_EXPORT const volatile uint32_t *cl_otel_v1_enabled(void);
+
+/*
+ * The payload as published now, copied into `buf` (at most `size` bytes);
+ * returns its length, or a negative status.  For tests.
+ */
+CL_EXPORT long cl_otel_v1_payload(unsigned char *buf, size_t size);
+
+/* The address of the mapping's header, or NULL before enabling. For tests. */
+CL_EXPORT const cl_otel_ctx_header_t *cl_otel_v1_header(void);
+
+/*
+ * The payload: a protobuf opentelemetry.proto.processcontext.v1development
+ * ProcessContext whose `resource` holds the given string attributes and
+ * whose `attributes` hold threadlocal.schema_version and
+ * threadlocal.attribute_key_map (the keys, in index order).  A pure
+ * function: returns the encoded length, or 0 if it would exceed `size`.
+ */
+size_t cl_otel_encode_payload(unsigned char *out, size_t size,
+                              const cl_otel_attr_t *resource, size_t n_resource,
+                              const char *const *keys, const size_t *key_lens,
+                              size_t n_keys);
+
+#endif

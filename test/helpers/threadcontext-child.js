@@ -1,0 +1,237 @@
+'use strict';
+// Scenarios of the OpenTelemetry thread context for test/threadcontext.test.js,
+// each in a process of its own (enabling it is for the whole process and
+// cannot be undone).  Prints one JSON line with what a reader of this
+// process would see: records read natively from this thread's
+// otel_thread_ctx_v1, payloads and header bytes read from the OTEL_CTX
+// mapping through /proc/self/mem, as an outside reader reads them.
+//
+//   node threadcontext-child.js SCENARIO
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+
+const ROOT = path.join(__dirname, '..', '..');
+const binding = require(path.join(ROOT, 'build', 'Release', 'customlabels.node'));
+
+// The OTEL_CTX mappings of this process, as /proc/self/maps lists them.
+function mappings() {
+  return fs.readFileSync('/proc/self/maps', 'utf8').split('\n')
+    .filter((line) => line.includes('OTEL_CTX'))
+    .map((line) => {
+      const [range, perms] = line.split(/\s+/);
+      const [start, end] = range.split('-').map((x) => BigInt(`0x${x}`));
+      return { start, end, perms, name: line.slice(line.indexOf('/') >= 0 ? line.indexOf('/') : line.indexOf('[')).trim() };
+    });
+}
+
+// Reads `size` bytes at `address` of this process through /proc/self/mem.
+function peek(address, size) {
+  const fd = fs.openSync('/proc/self/mem', 'r');
+  try {
+    const buf = Buffer.alloc(size);
+    const n = fs.readSync(fd, buf, 0, size, address);
+    return buf.subarray(0, n);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// The process context as OTEP 4719's reading protocol takes it.
+function processContext() {
+  const found = mappings();
+  if (found.length !== 1) return { mappings: found.map((m) => m.name) };
+  const m = found[0];
+  const header = peek(m.start, 32);
+  const size = header.readUInt32LE(12);
+  const payloadAt = header.readBigUInt64LE(24);
+  return {
+    name: m.name,
+    perms: m.perms,
+    bytes: Number(m.end - m.start),
+    header: header.toString('hex'),
+    signature: header.subarray(0, 8).toString('latin1'),
+    version: header.readUInt32LE(8),
+    payloadSize: size,
+    publishedAt: header.readBigUInt64LE(16).toString(),
+    payloadOffset: Number(payloadAt - m.start),
+    payload: peek(payloadAt, size).toString('hex'),
+  };
+}
+
+function record() {
+  const r = binding.readOtelRecord();
+  return r === null ? null : r.toString('hex');
+}
+
+function abi() {
+  const pairs = binding.readPublished();
+  return pairs === null ? null : Object.fromEntries(pairs.map(([k, v]) => [String(k), String(v)]));
+}
+
+const out = (value) => fs.writeSync(1, `${JSON.stringify(value)}\n`);
+
+const scenarios = {
+  // Nothing is published before enableThreadContext, however much is labeled.
+  before() {
+    const cl = require(ROOT);
+    const seen = cl.withLabels({ route: '/a' }, () => ({ record: record(), abi: abi() }));
+    out({ seen, mappings: mappings().length, payload: binding.otelPayload(), enabled: new Uint32Array(binding.otelEnabled())[0] });
+  },
+
+  // Byte-exact records and payloads, step by step.
+  bytes() {
+    const cl = require(ROOT);
+    // A set made (and cached) before enabling: written again, with its
+    // record, when it is next published.
+    const early = { route: '/early' };
+    cl.withLabels(early, () => {});
+    const enabled = cl.enableThreadContext({ resource: { 'service.name': 'checkout', 'deployment.environment.name': 'test' } });
+    const first = processContext();
+    const outside = record();
+    const sync = cl.withLabels({ route: '/a', user: '42' }, () => ({ record: record(), abi: abi() }));
+    const afterKeys = processContext();
+    const again = cl.withLabels(early, () => record());
+    const nested = cl.withLabels({ route: '/a' }, () => cl.withLabels({ user: '7', route: '/b', extra: 'é' }, () => record()));
+    const removed = cl.withLabels({ route: '/a', user: '1' }, () => cl.withLabels({ user: null }, () => record()));
+    const resource = (cl.enableThreadContext({ resource: { 'deployment.environment.name': null, 'service.version': '1.2' } }), processContext());
+    out({ enabled, first, outside, sync, afterKeys, again, nested, removed, resource, last: record() });
+  },
+
+  // Spans from customlabels/otel: the ids and flags go to the header.
+  async spans() {
+    const cl = require(ROOT);
+    const { context, trace, TraceFlags } = require('@opentelemetry/api');
+    const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+    const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+    const { spanLabels } = require(path.join(ROOT, 'lib', 'otel'));
+    cl.enableThreadContext();
+    context.setGlobalContextManager(spanLabels(new AsyncLocalStorageContextManager(), { spanName: true }).enable());
+    trace.setGlobalTracerProvider(new BasicTracerProvider());
+    const tracer = trace.getTracer('t');
+    const seen = {};
+    await cl.withLabels({ route: '/r' }, () => tracer.startActiveSpan('outer', async (span) => {
+      seen.ids = span.spanContext();
+      seen.inSpan = { record: record(), abi: abi() };
+      await null;
+      seen.afterAwait = record();
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      seen.afterTimer = record();
+      seen.nested = cl.withLabels({ user: 'u' }, () => record());
+      // A context without the span: the header is zero again.
+      seen.root = context.with(trace.deleteSpan(context.active()), () => record());
+      const unsampled = trace.wrapSpanContext({ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: TraceFlags.NONE });
+      seen.unsampled = context.with(trace.setSpan(context.active(), unsampled), () => record());
+      const bound = context.bind(context.active(), () => record());
+      seen.bound = await new Promise((resolve) => setImmediate(() => resolve(cl.withLabels({ route: '/other' }, () => context.with(trace.deleteSpan(context.active()), bound)))));
+      span.end();
+    }));
+    seen.after = record();
+    seen.keys = processContext();
+    out(seen);
+  },
+
+  // Main thread and workers share one process context and one key map.
+  async workers() {
+    const cl = require(ROOT);
+    cl.enableThreadContext({ resource: { 'service.name': 'w' } });
+    const main1 = cl.withLabels({ route: '/main' }, () => record());
+    const run = (labels) => new Promise((resolve, reject) => {
+      const w = new Worker(`
+        const { parentPort, workerData } = require('node:worker_threads');
+        const cl = require(${JSON.stringify(ROOT)});
+        const binding = require(${JSON.stringify(path.join(ROOT, 'build', 'Release', 'customlabels.node'))});
+        const r = () => { const b = binding.readOtelRecord(); return b === null ? null : b.toString('hex'); };
+        const result = { outside: r(), inside: cl.withLabels(workerData, r) };
+        result.afterAwait = null;
+        (async () => { await cl.withLabels(workerData, async () => { await null; result.afterAwait = r(); }); parentPort.postMessage(result); })();
+      `, { eval: true, workerData: labels });
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    const worker1 = await run({ route: '/w', tenant: 't1' });
+    const worker2 = await run({ tenant: 't2', shard: '9' });
+    const main2 = cl.withLabels({ shard: '1', route: '/m' }, () => record());
+    out({ main1, worker1, worker2, main2, context: processContext() });
+  },
+
+  // A worker that enables the thread context: the main thread starts
+  // writing records with its next set.
+  async workerEnables() {
+    const cl = require(ROOT);
+    const before = cl.withLabels({ route: '/x' }, () => record());
+    await new Promise((resolve, reject) => {
+      const w = new Worker(`require(${JSON.stringify(ROOT)}).enableThreadContext({ resource: { 'service.name': 'from-worker' } });`, { eval: true });
+      w.once('exit', resolve);
+      w.once('error', reject);
+    });
+    const reused = cl.withLabels({ route: '/x' }, () => record());
+    const fresh = cl.withLabels({ route: '/y' }, () => record());
+    out({ before, reused, fresh, context: processContext() });
+  },
+
+  // The key map holds 256 keys; a record leaves out the rest, once said.
+  full() {
+    const cl = require(ROOT);
+    const warnings = [];
+    process.on('warning', (w) => warnings.push({ code: w.code, message: w.message }));
+    cl.enableThreadContext();
+    for (let i = 0; i < 256; i++) cl.withLabels({ [`k${i}`]: 'v' }, () => {});
+    const over = cl.withLabels({ k5: 'a', late: 'b', k255: 'c' }, () => ({ record: record(), abi: abi() }));
+    const more = cl.withLabels({ later: 'x' }, () => record());
+    setImmediate(() => out({ over, more, warnings, context: processContext() }));
+  },
+
+  // Keys appended one by one while a reader in another process polls:
+  // prints "ready", then appends KEYS keys, "done" after each batch.
+  appender() {
+    const cl = require(ROOT);
+    cl.enableThreadContext();
+    out({ ready: true, context: processContext() });
+    const n = Number(process.argv[3] || 200);
+    let i = 0;
+    const step = () => {
+      for (let j = 0; j < 5 && i < n; j++, i++) cl.withLabels({ [`key${String(i).padStart(3, '0')}`]: String(i) }, () => {});
+      if (i < n) setImmediate(step);
+      else out({ done: i, context: processContext() });
+    };
+    setImmediate(step);
+    process.stdin.resume();
+    process.stdin.on('end', () => process.exit(0));
+  },
+
+  // Bad options change nothing.
+  errors() {
+    const cl = require(ROOT);
+    const errors = [];
+    const attempt = (options) => {
+      try {
+        cl.enableThreadContext(options);
+        errors.push(null);
+      } catch (err) {
+        errors.push({ name: err.name, message: err.message });
+      }
+    };
+    attempt('checkout');
+    attempt({ service: 'x' });
+    attempt({ resource: ['a'] });
+    attempt({ resource: { 'service.name': 42 } });
+    attempt({ resource: { 'threadlocal.schema_version': 'x' } });
+    attempt({ resource: { '': 'x' } });
+    attempt({ resource: { 'service.name': 'x'.repeat(5000) } });
+    attempt({ resource: { 'service.name': '\ud800' } });
+    const many = {};
+    for (let i = 0; i < 129; i++) many[`a${i}`] = 'v';
+    attempt({ resource: many });
+    const big = {};
+    for (let i = 0; i < 20; i++) big[`a${i}`] = 'v'.repeat(4000);
+    attempt({ resource: big });
+    out({ errors, mappings: mappings().length, enabled: new Uint32Array(binding.otelEnabled())[0], record: cl.withLabels({ a: 'b' }, () => record()) });
+  },
+};
+
+Promise.resolve(scenarios[process.argv[2]]()).catch((err) => {
+  process.stderr.write(`${err.stack}\n`);
+  process.exit(1);
+});
