@@ -1,7 +1,7 @@
 'use strict';
 // The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
-// 3 labels), `baseline` (inside AsyncLocalStorage.run with the same label
+// 3 labels), `labels-tc` (the same with enableThreadContext()), `baseline` (inside AsyncLocalStorage.run with the same label
 // object), `plain` (no AsyncLocalStorage at all), `floor-mech` (baseline + the empty hooks of the mechanism
 // customlabels uses on this Node) or `floor-read` (baseline + those hooks,
 // `before` reading the store).  THREADS = 0 (default) serves from the main thread; THREADS = k
@@ -25,8 +25,11 @@ function serve(variant) {
   let runIn;
   if (variant === 'plain') {
     runIn = (labels, fn) => fn(); // no AsyncLocalStorage at all
-  } else if (variant === 'labels') {
-    runIn = require(ROOT).withLabels;
+  } else if (variant === 'labels' || variant === 'labels-tc') {
+    const customlabels = require(ROOT);
+    // labels-tc: with the OpenTelemetry thread context on.
+    if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
+    runIn = customlabels.withLabels;
   } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read') {
     const als = new AsyncLocalStorage();
     runIn = (labels, fn) => als.run(labels, fn);

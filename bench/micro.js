@@ -72,9 +72,12 @@ let mechanism = null;
 const { floors } = require('./floors');
 
 function setup() {
-  if (variant === 'labels') {
-    const { withLabels } = require(ROOT);
-    runIn = withLabels;
+  if (variant === 'labels' || variant === 'labels-tc') {
+    const customlabels = require(ROOT);
+    // labels-tc: with the OpenTelemetry thread context on (a record beside
+    // every set, a second pointer switched at every hop).
+    if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
+    runIn = customlabels.withLabels;
     return;
   }
   if (variant === 'plain') {

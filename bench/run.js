@@ -28,6 +28,10 @@
 //   --root DIR                the customlabels package to measure (default:
 //                             this repository; e.g. an unpacked snapshot)
 //   --json FILE               also write every raw measurement to FILE
+//   --thread-context          also measure customlabels with the OpenTelemetry
+//                             thread context on (enableThreadContext) in the
+//                             sync and request cases and HTTP, and print its
+//                             cost beside labels alone
 // Exit code is 0 whatever the ratios: this is a report, not a test.
 
 const { spawn, execFileSync } = require('node:child_process');
@@ -63,6 +67,7 @@ function parseArgs(argv) {
     else if (a === '--root') o.root = path.resolve(next());
     else if (a === '--node-arg') o.nodeArgs.push(next());
     else if (a === '--cases') o.cases = next().split(',');
+    else if (a === '--thread-context') o.threadContext = true;
     else if (a.startsWith('--node-arg=')) o.nodeArgs.push(a.slice('--node-arg='.length));
     else if (a === '--help' || a === '-h') {
       printUsage(__filename);
@@ -190,7 +195,8 @@ async function micro(node, o, info) {
   const results = {};
   for (const c of cases) {
     if (o.cases && !o.cases.includes(c.name)) continue;
-    const variants = ['baseline', 'labels', ...c.extra];
+    const tc = o.threadContext && (c.name === 'sync' || c.name === 'sync-fixed' || c.name === 'request') ? ['labels-tc'] : [];
+    const variants = ['baseline', 'labels', ...tc, ...c.extra];
     const got = await alternate(o.rounds, variants,
       (v) => runChild(node, ['micro.js', c.name, v, String(batchMs), String(batches)]), `${info.version} ${c.name}`);
     const med = {};
@@ -318,12 +324,13 @@ async function http(node, o, info, threads) {
   // The targets are against the reading floor; `plain` (no
   // AsyncLocalStorage at all) is what a user without OpenTelemetry pays.
   const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech'] : ['baseline', 'labels', 'floor-read', 'plain'];
+  if (o.threadContext) variants.splice(2, 0, 'labels-tc');
   const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
   const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), plain: m('plain', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), plain: m('plain', k) };
   }
   out.all = got;
   return out;
@@ -447,6 +454,30 @@ async function benchOne(nodeSpec, o) {
     say('  floor-ahnp = + empty createHook({before,after,trackPromises:false}) (n/a where promises cannot be skipped);');
     say('  floor-mech = + the empty hooks of the mechanism lib/context.js picks here.');
     say(table(floorRows, ['case', 'plain (no ALS)', 'baseline', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech', 'customlabels']));
+  }
+  if (o.threadContext) {
+    // What enableThreadContext() adds: the same run's labels alone against
+    // labels with the thread context on.
+    const tcRows = [];
+    for (const c of Object.values(report.micro ?? {})) {
+      if (!('labels-tc' in c.med)) continue;
+      const ref = c.against ? c.med[c.against] : c.med.baseline;
+      tcRows.push([c.title, fmtNs(c.med.labels, c.unit), fmtNs(c.med['labels-tc'], c.unit),
+        `+${(c.med['labels-tc'] - c.med.labels).toFixed(0)} ns`, fmtRatio(c.med['labels-tc'] / c.med.labels),
+        `${fmtRatio(c.med['labels-tc'] / ref)}${c.against ? ` of ${c.against}` : ' of ALS.run'}`]);
+    }
+    for (const [name, h] of [['HTTP', report.http], ['2 worker threads', report.workers]]) {
+      if (!h) continue;
+      tcRows.push([`${name} throughput`, `${h.rps.labels.toFixed(0)} req/s`, `${h.rps.labelsTc.toFixed(0)} req/s`, '',
+        fmtRatio(h.rps.labelsTc / h.rps.labels), `${fmtRatio(h.rps.labelsTc / h.rps.baseline)} of ALS (reading floor ${fmtRatio(h.rps.floorRead / h.rps.baseline)})`]);
+      tcRows.push([`${name} p99 latency`, `${h.p99.labels.toFixed(2)} ms`, `${h.p99.labelsTc.toFixed(2)} ms`, '',
+        fmtRatio(h.p99.labelsTc / h.p99.labels), `${fmtRatio(h.p99.labelsTc / h.p99.floorRead)} of reading floor`]);
+      tcRows.push([`${name} server CPU per request`, `${h.cpuUsPerReq.labels.toFixed(1)} µs`, `${h.cpuUsPerReq.labelsTc.toFixed(1)} µs`,
+        `+${(h.cpuUsPerReq.labelsTc - h.cpuUsPerReq.labels).toFixed(2)} µs`, fmtRatio(h.cpuUsPerReq.labelsTc / h.cpuUsPerReq.labels), '']);
+    }
+    say();
+    say('OpenTelemetry thread context (enableThreadContext): labels alone against labels with an OTEP 4947 record per set, same run.');
+    say(table(tcRows, ['case', 'labels', 'labels + thread context', 'added', 'ratio', 'thread context vs baseline']));
   }
   if (o.sections.has('hops')) {
     const h = await hops(node);

@@ -92,11 +92,11 @@ function encode(set, who) {
 }
 
 // The bytes of the set's block: the ABI set (none for a set without
-// labels, which is published as NULL) and, after a byte that may align it
-// to 2, its record.
+// labels, which is published as NULL) and, after up to 3 bytes that align
+// it to 4, its record.
 function blockBytes(n, stringBytes, valueBytes, records) {
   const abi = n === 0 ? 0 : SET_SIZE + n * LABEL_SIZE + stringBytes;
-  return records ? abi + 1 + recordBytes(n, valueBytes) : abi;
+  return records ? abi + 3 + recordBytes(n, valueBytes) : abi;
 }
 
 // Ends the block of a set whose ABI bytes start at `offset` and whose
@@ -105,8 +105,8 @@ function blockBytes(n, stringBytes, valueBytes, records) {
 function finish(set, n, offset, at, records) {
   let end = at;
   if (records) {
-    const r = (at + 1) & ~1;
-    end = writeRecord(ring.bytes, r, set, n, valueAt, valueLength);
+    const r = (at + 3) & ~3;
+    end = writeRecord(ring.bytes, ring.words, r, set, n, valueAt, valueLength);
     set.record = ring.base + BigInt(r);
   } else {
     set.record = 0n;

@@ -37,6 +37,7 @@ try {
 }
 
 const { EventEmitter } = require('node:events');
+const { describe, isPlainObject } = require('./checks');
 const { trace, isSpanContextValid } = otel;
 const customlabels = require('./index');
 const { getLabels, limits } = customlabels;
@@ -69,23 +70,6 @@ const METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 // a WeakMap from listener to the listener that was registered for it.
 const BOUND = Symbol('customlabels.otel.bound');
 const ADD_LISTENER = ['addListener', 'on', 'once', 'prependListener', 'prependOnceListener'];
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') {
-    const name = Object.getPrototypeOf(value)?.constructor?.name;
-    return typeof name === 'string' && name !== '' && name !== 'Object' ? `an instance of ${name}` : 'an object';
-  }
-  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
-  return `type ${typeof value}`;
-}
-
-function isPlainObject(value) {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === null || proto === Object.prototype;
-}
 
 function checkManager(manager) {
   if ((typeof manager !== 'object' && typeof manager !== 'function') || manager === null) {

@@ -28,9 +28,8 @@ const { LIMITS } = require('./limits');
 const { invalidate } = require('./arena');
 
 const HEADER = 28;
-const VALID = 24;
-const FLAGS = 25;
-const ATTRS_SIZE = 26;
+// valid (24), trace-flags (25) and attrs-data-size (26) are written as
+// the header's seventh 32-bit word.
 const MAX_RECORD = 640;
 const ID_BYTES = 24; // trace-id and span-id
 
@@ -93,10 +92,12 @@ function recordBytes(n, valueBytes) {
   return HEADER + 2 * n + valueBytes;
 }
 
-// The header bytes of the last span seen (trace-id, span-id), decoded from
-// its hex ids once: consecutive sets nearly always share their span.
+// The header words of the last span seen (trace-id, span-id, as six
+// 32-bit words), decoded from its hex ids once: consecutive sets nearly
+// always share their span.
 let lastSpan = null;
 const lastIds = new Uint8Array(ID_BYTES);
+const lastIdWords = new Uint32Array(lastIds.buffer);
 
 function hexValue(c) {
   if (c >= 48 && c <= 57) return c - 48;
@@ -118,30 +119,37 @@ function putHex(ids, at, id, count) {
   if (!ok) ids.fill(0, at, at + count);
 }
 
-function idsOf(span) {
+function idWordsOf(span) {
   if (span !== lastSpan) {
     putHex(lastIds, 0, span.traceId, 16);
     putHex(lastIds, 16, span.spanId, 8);
     lastSpan = span;
   }
-  return lastIds;
+  return lastIdWords;
 }
 
-// Writes the record of `set` at arena offset `at`: its span, then one
-// attribute per label (values copied from where the ABI bytes of the set
-// put them: valueAt[i], valueLength[i]), leaving out the labels that carry
-// the span's ids and keys that the key map could not take.  Returns the
-// offset just past the record.
-function writeRecord(bytes, at, set, n, valueAt, valueLength) {
+// The key indexes of the last record written, by label: the next set
+// usually has the same keys in the same places (a route, a user, a trace),
+// and then needs no lookup.  Owner: this module; one set's worth.
+const lastKeys = [];
+const lastIndexes = new Int32Array(LIMITS.maxLabels);
+
+// Writes the record of `set` at arena offset `at` (a multiple of 4): its
+// span, then one attribute per label (values copied from where the ABI
+// bytes of the set put them: valueAt[i], valueLength[i]), leaving out the
+// labels that carry the span's ids and keys that the key map could not
+// take.  Returns the offset just past the record.
+function writeRecord(bytes, words, at, set, n, valueAt, valueLength) {
   const span = set.span;
+  const w = at >> 2;
+  let flags = 0;
   if (span === null) {
-    bytes.fill(0, at, at + ID_BYTES);
-    bytes[at + FLAGS] = 0;
+    for (let i = 0; i < 6; i++) words[w + i] = 0;
   } else {
-    bytes.set(idsOf(span), at);
-    bytes[at + FLAGS] = span.flags & 0xff;
+    const ids = idWordsOf(span);
+    for (let i = 0; i < 6; i++) words[w + i] = ids[i];
+    flags = span.flags & 0xff;
   }
-  bytes[at + VALID] = 1;
   const kv = set.kv;
   const traceKey = span === null ? null : span.traceKey;
   const spanKey = span === null ? null : span.spanKey;
@@ -149,7 +157,14 @@ function writeRecord(bytes, at, set, n, valueAt, valueLength) {
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
     if (key === traceKey || key === spanKey) continue;
-    const index = indexOf(key);
+    let index;
+    if (lastKeys[i] === key) {
+      index = lastIndexes[i];
+    } else {
+      index = indexOf(key);
+      lastKeys[i] = key;
+      lastIndexes[i] = index;
+    }
     if (index < 0) continue;
     const length = valueLength[i];
     const from = valueAt[i];
@@ -158,9 +173,8 @@ function writeRecord(bytes, at, set, n, valueAt, valueLength) {
     for (let j = 0; j < length; j++) bytes[p + 2 + j] = bytes[from + j];
     p += 2 + length;
   }
-  const size = p - at - HEADER;
-  bytes[at + ATTRS_SIZE] = size & 0xff;
-  bytes[at + ATTRS_SIZE + 1] = size >> 8;
+  // valid = 1, trace-flags, attrs-data-size: one little-endian word.
+  words[w + 6] = 1 | flags << 8 | (p - at - HEADER) << 16;
   return p;
 }
 

@@ -5,8 +5,9 @@
 // OTEP 4947 records in this thread (lib/record.js); every other thread
 // turns them on when it next writes a label set.
 
-const { binding, reason } = require('./native');
+const { binding } = require('./native');
 const { turnOn } = require('./record');
+const { describe, isPlainObject } = require('./checks');
 
 const WHO = 'enableThreadContext';
 const OPTIONS = ['resource'];
@@ -18,22 +19,6 @@ const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
 // What the resource attributes may take of the process context's 64 KiB
 // payload, leaving room for a full key map of 256 label keys.
 const MAX_RESOURCE_BYTES = 48 * 1024;
-
-function isPlainObject(value) {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === null || proto === Object.prototype;
-}
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') {
-    const name = Object.getPrototypeOf(value)?.constructor?.name;
-    return typeof name === 'string' && name !== '' && name !== 'Object' ? `an instance of ${name}` : 'an object';
-  }
-  return `type ${typeof value}`;
-}
 
 // [key, value or null, ...] from options.resource; throws TypeError or
 // RangeError naming the argument, before anything is published.
@@ -101,4 +86,4 @@ function enableThreadContext(options) {
   return true;
 }
 
-module.exports = { enableThreadContext, unsupported: reason };
+module.exports = { enableThreadContext };

@@ -104,6 +104,22 @@ describe('two copies of the package in one process', function () {
     assert.equal(code, 0);
   });
 
+  it('the OpenTelemetry thread context: one process context and one key map for both copies, one otel_thread_ctx_v1', () => {
+    const r = child('otel');
+    // Both modules read the same payload, in a single OTEL_CTX mapping.
+    assert.equal(r.after.mappings, 1);
+    assert.equal(r.after.payloads[0], r.after.payloads[1]);
+    const text = Buffer.from(r.after.payloads[0], 'hex').toString('latin1');
+    for (const s of ['service.version', 'service.name', 'from-b', 'route', 'tenant', 'tlsdesc_v1_dev']) assert.ok(text.includes(s), `${s} is in the payload`);
+    assert.ok(text.indexOf('route') < text.indexOf('tenant'), 'the worker\'s key was appended after the main thread\'s');
+    // The record of each thread, read through either copy's module: key 0
+    // (route) in the main thread, key 1 (tenant) in the worker.
+    const rec = (index, value) => '00'.repeat(24) + '0100' + Buffer.from([2 + value.length, 0, index, value.length]).toString('hex') + Buffer.from(value).toString('hex');
+    assert.deepEqual(r.main.records, [rec(0, '/a'), rec(0, '/a')]);
+    assert.deepEqual(r.worker.records, [rec(1, 't'), rec(1, 't')]);
+    assert.deepEqual(r.warnings, []);
+  });
+
   it('an older copy with a variable of its own is named, with ours, in one warning', () => {
     const r = child('old-first');
     assert.deepEqual(r.seen.b, { copy: 'b' });

@@ -15,6 +15,9 @@
 //             require: no RTLD_GLOBAL), then B's package.
 //   protocol  A copy that speaks another protocol owns the thread: A may not
 //             publish.
+//   otel      A enables the thread context in the main thread; a worker
+//             loads B first and enables it again through B, with a resource
+//             attribute: one process context, one key map for both.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -127,4 +130,35 @@ function protocol() {
   print(out);
 }
 
-({ shared, worker, 'old-first': oldFirst, protocol })[mode]();
+// The OTEL_CTX mappings of this process and the key map of the payload,
+// as read through one copy's module; and the thread's record as each
+// copy's module reads it.
+function otelSeen() {
+  const mods = [A, B].map((root) => {
+    const module = { exports: {} };
+    process.dlopen(module, addon(root));
+    return module.exports;
+  });
+  const hex = (b) => (b === null ? null : b.toString('hex'));
+  return {
+    mappings: fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.includes('OTEL_CTX')).length,
+    payloads: mods.map((m) => hex(m.otelPayload())),
+    records: mods.map((m) => hex(m.readOtelRecord())),
+  };
+}
+
+function otel() {
+  if (!isMainThread) {
+    const b = require(B);
+    b.enableThreadContext({ resource: { 'service.name': 'from-b' } });
+    b.withLabels({ tenant: 't' }, () => parentPort.postMessage(otelSeen()));
+    return;
+  }
+  const a = require(A);
+  a.enableThreadContext({ resource: { 'service.version': '1' } });
+  const main = a.withLabels({ route: '/a' }, otelSeen);
+  const w = new Worker(__filename, { workerData: { mode, A, B } });
+  w.once('message', (worker) => print({ main, worker, after: otelSeen() }));
+}
+
+({ shared, worker, 'old-first': oldFirst, protocol, otel })[mode]();
