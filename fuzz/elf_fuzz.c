@@ -1,11 +1,12 @@
 /*
  * Fuzz target: reading an ELF file for the ABI (elfinfo.c): program headers
  * and PT_TLS, section headers with extended numbering, .dynsym lookups
- * through .gnu.hash or a linear scan, and the TLSDESC relocation of
- * custom_labels_current_set.  Then, as cld_locate() goes on with a file
- * that exports the ABI, locate.c's use of what was read: the load bias, the
+ * through .gnu.hash or a linear scan, and the relocations (TLSDESC,
+ * initial-exec, global-dynamic) of custom_labels_current_set and
+ * otel_thread_ctx_v1.  Then, as cld_locate() goes on with a file that
+ * exports either, locate.c's use of what was read: the load bias, the
  * version check, the executable's static TLS offset, the classification of
- * the TLSDESC descriptor, and threads' variable addresses.
+ * the TLSDESC descriptor or GOT entries, and threads' variable addresses.
  *
  * cld_elf_inspect() reads a file descriptor, so the input is written to a
  * memfd.  The architecture follows the input's e_machine (aarch64 if it says
@@ -76,9 +77,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   CHECK(elf.e_type == ET_EXEC || elf.e_type == ET_DYN);
   CHECK(elf.nloads <= CLD_ELF_MAX_LOADS);
-  CHECK(!elf.has_set || elf.has_version);
-  CHECK(!elf.has_desc || (elf.has_set && elf.e_type == ET_DYN));
-  if (!elf.has_version || !elf.has_set) return 0;
+  CHECK(!elf.set.found || elf.has_version);
+  /* Relocations are looked for only for a symbol found in a shared object. */
+  const cld_elf_tls_symbol_t *symbols[] = {&elf.set, &elf.otel};
+  for (size_t i = 0; i < 2; i++) {
+    const cld_elf_tls_symbol_t *v = symbols[i];
+    if (v->has_desc || v->has_tpoff || v->has_dtpmod) CHECK(v->found && elf.e_type == ET_DYN);
+  }
+  if (!(elf.has_version && elf.set.found) && !elf.otel.found) return 0;
 
   /* Two thread pointers inside the image, so that DTV reads can succeed. */
   fake_mem_set(MAP_START, data, size);

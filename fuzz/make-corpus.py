@@ -12,6 +12,12 @@ and aarch64-linux-gnu-gcc for the aarch64 ELF seeds (skipped without it).
             TLS on both architectures, and the ways a module can be refused.
   labels/   memory images of label sets as labels_fuzz.c reads them,
             well-formed and malformed.
+  otel/     what otel_fuzz.c reads: ProcessContext payloads, memory images
+            of otel_thread_ctx_v1 and its record, memory images of an
+            OTEL_CTX header and payload, and lines of /proc/PID/maps.
+
+  python3 fuzz/make-corpus.py          # every target
+  python3 fuzz/make-corpus.py otel     # some targets only
 """
 import os
 import shutil
@@ -298,6 +304,7 @@ def labels_seeds():
 
 TLS_BASE = 0x10000
 F_AARCH64, F_IS_EXE, F_HAS_TLS, F_HAS_DESC, F_BAD_MAP = 1, 2, 4, 8, 16
+F_OTEL, F_TPOFF, F_DTPMOD = 32, 64, 128
 STT_OBJECT, STT_TLS = 1, 6
 X86_STATIC = bytes.fromhex('f30f1efa488b4008c3')        # endbr64; mov 8(%rax),%rax; ret
 AARCH64_STATIC = bytes.fromhex('5f2403d5000440f9c0035fd6')  # bti c; ldr x0,[x0,#8]; ret
@@ -393,11 +400,189 @@ def tlsdesc_seeds():
     write('tlsdesc', 'exe-tls-misaligned',
           tls_seed(F_IS_EXE | F_HAS_TLS, img, version_value=version, tls=(0x1003, 24, 12)))
 
+    # otel_thread_ctx_v1: no version; in a shared object also initial-exec
+    # and legacy global-dynamic GOT entries.
+    tp_base = 0x7f0000001000
+    img = Image(TLS_BASE)
+    write('tlsdesc', 'otel-exe-static',
+          tls_seed(F_OTEL | F_IS_EXE | F_HAS_TLS, img, tls=(0x1000, 16, 16), set_value=8,
+                   tps=(tp_base, 0)))
+    img = Image(TLS_BASE)
+    got = img.alloc(8)
+    img.u64(got, -432)
+    write('tlsdesc', 'otel-lib-initial-exec',
+          tls_seed(F_OTEL | F_HAS_TLS | F_TPOFF, img, desc_offset=got - TLS_BASE, tps=(tp_base, 0)))
+    img = Image(TLS_BASE)
+    got = img.alloc(8)
+    img.u64(got, 0x1234)
+    write('tlsdesc', 'otel-lib-initial-exec-not-an-offset',
+          tls_seed(F_OTEL | F_HAS_TLS | F_TPOFF, img, desc_offset=got - TLS_BASE, tps=(tp_base, 0)))
+    for arch, flag in (('x86_64', 0), ('aarch64', F_AARCH64)):
+        img = Image(TLS_BASE)
+        got = img.alloc(16)
+        img.u64(got, 3)      # module id
+        img.u64(got + 8, 8)  # offset in the module's block
+        block = img.alloc(16)
+        img.u64(block + 8, 0x12345000)
+        tp1 = dtv_thread(img, flag == F_AARCH64, 4, 5, 3, block)
+        tp2 = dtv_thread(img, flag == F_AARCH64, 2, 5, 1, 0)
+        write('tlsdesc', f'{arch}-otel-lib-global-dynamic',
+              tls_seed(flag | F_OTEL | F_HAS_TLS | F_DTPMOD, img, set_value=8, tls=(0x1000, 16, 8),
+                       desc_offset=got - TLS_BASE, tps=(tp1, tp2)))
+    img = Image(TLS_BASE)
+    write('tlsdesc', 'otel-lib-no-relocation', tls_seed(F_OTEL | F_HAS_TLS, img))
+
+
+# ---------------------------------------------------------------------------
+# OpenTelemetry (otel_fuzz.c): protobuf payloads written from the encoding
+# rules, records and headers in memory images at 0x10000.
+
+OTEL_BASE = 0x10000
+
+
+def pb_varint(v):
+    v &= 0xffffffffffffffff
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7f | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pb_tag(field, wire):
+    return pb_varint(field << 3 | wire)
+
+
+def pb_len(field, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return pb_tag(field, 2) + pb_varint(len(data)) + data
+
+
+def any_string(s):
+    return pb_len(1, s)
+
+
+def any_int(v):
+    return pb_tag(3, 0) + pb_varint(v)
+
+
+def any_bool(b):
+    return pb_tag(2, 0) + pb_varint(1 if b else 0)
+
+
+def any_double(d):
+    return pb_tag(4, 1) + struct.pack('<d', d)
+
+
+def any_array(values):
+    return pb_len(5, b''.join(pb_len(1, v) for v in values))
+
+
+def any_kvlist(pairs):
+    return pb_len(6, b''.join(pb_len(1, keyvalue(k, v)) for k, v in pairs))
+
+
+def keyvalue(key, any_value):
+    return pb_len(1, key) + pb_len(2, any_value)
+
+
+def process_context(resource, attributes, schema='tlsdesc_v1_dev', keys=('http.route', 'http.method', 'user.id')):
+    out = pb_len(1, b''.join(pb_len(1, keyvalue(k, v)) for k, v in resource))
+    if schema is not None:
+        out += pb_len(2, keyvalue('threadlocal.schema_version', any_string(schema)))
+    if keys is not None:
+        out += pb_len(2, keyvalue('threadlocal.attribute_key_map', any_array([any_string(k) for k in keys])))
+    for k, v in attributes:
+        out += pb_len(2, keyvalue(k, v))
+    return out
+
+
+def otel_record(trace, span, valid, flags, entries, attrs_size=None):
+    data = b''.join(bytes([k, len(v)]) + v for k, v in entries)
+    size = len(data) if attrs_size is None else attrs_size
+    return bytes.fromhex(trace) + bytes.fromhex(span) + bytes([valid, flags]) + struct.pack('<H', size) + data
+
+
+TRACE, SPAN = '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331'
+
+
+def record_image(record, pointer=None):
+    """otel_thread_ctx_v1 at 0x10000, the record right after it."""
+    return struct.pack('<Q', OTEL_BASE + 8 if pointer is None else pointer) + record
+
+
+def header_image(payload, version=2, published=1234, size=None, pointer=None, signature=b'OTEL_CTX'):
+    """An OTEL_CTX header at 0x10000, the payload right after it."""
+    size = len(payload) if size is None else size
+    pointer = OTEL_BASE + 32 if pointer is None else pointer
+    return signature + struct.pack('<IIQQ', version, size, published, pointer) + payload
+
+
+def otel_seeds():
+    resource = [('service.name', any_string('checkout')), ('process.pid', any_int(4242))]
+    full = process_context(resource, [('deployment.environment.name', any_string('prod'))])
+    write('otel', 'payload', full)
+    write('otel', 'payload-other-schema', process_context(resource, [], schema='tls_v1'))
+    write('otel', 'payload-no-threadlocal', process_context(resource, [], schema=None, keys=None))
+    write('otel', 'payload-300-keys', process_context([], [], keys=[f'k{i}' for i in range(300)]))
+    write('otel', 'payload-key-map-not-strings',
+          process_context([], [('threadlocal.attribute_key_map', any_array([any_string('a'), any_int(1)]))],
+                          keys=None))
+    write('otel', 'payload-values', process_context([
+        ('int', any_int(-42)), ('bool', any_bool(True)), ('double', any_double(0.1)),
+        ('nan', any_double(float('nan'))), ('inf', any_double(float('-inf'))),
+        ('bytes', pb_len(7, b'\x01\xab')), ('none', b''),
+        ('array', any_array([any_string('a'), any_int(1), any_array([])])),
+        ('kvlist', any_kvlist([('k', any_string('v')), ('n', any_kvlist([]))])),
+        ('oneof', any_string('first') + any_int(2)),
+        ('bad utf-8', any_string(b'\xff\xc3(\x1b[31m'.decode('latin-1'))),
+    ], []))
+    unknown = (pb_tag(7, 5) + b'\0' * 4 + pb_tag(8, 1) + b'\0' * 8 + pb_tag(9, 0) + pb_varint(300) +
+               pb_tag(10, 3) + pb_tag(1, 0) + pb_varint(1) + pb_tag(11, 3) + pb_tag(11, 4) + pb_tag(10, 4))
+    write('otel', 'payload-unknown-fields', unknown + full + unknown)
+    for depth in (16, 17):
+        value = any_string('leaf')
+        for _ in range(depth - 1):
+            value = any_array([value])
+        write('otel', f'payload-nested-{depth}', process_context([('deep', value)], []))
+    write('otel', 'payload-truncated', full[:len(full) // 2])
+    write('otel', 'payload-group-unclosed', pb_tag(10, 3) + pb_tag(1, 0) + pb_varint(1))
+    write('otel', 'payload-varint-overlong', pb_tag(1, 0) + b'\xff' * 10 + b'\x01')
+
+    entries = [(0, b'/a'), (7, b'x'), (0, b'/b'), (2, b'u-9'), (200, b'zz')]
+    write('otel', 'record', record_image(otel_record(TRACE, SPAN, 1, 1, entries)))
+    # A last entry that claims 9 bytes where 3 are left.
+    trailing = otel_record(TRACE, SPAN, 1, 1, entries)
+    size = struct.unpack_from('<H', trailing, 26)[0] + 5
+    trailing = trailing[:26] + struct.pack('<H', size) + trailing[28:] + b'\x01\x09abc'
+    write('otel', 'record-trailing', record_image(trailing))
+    write('otel', 'record-invalid', record_image(otel_record(TRACE, SPAN, 2, 1, entries)))
+    write('otel', 'record-no-span', record_image(otel_record('00' * 16, '00' * 8, 1, 0, [(1, b'POST')])))
+    write('otel', 'record-cut', record_image(otel_record(TRACE, SPAN, 1, 1,
+                                                         [(i % 3, bytes([0x61 + i]) * 200) for i in range(4)])))
+    write('otel', 'record-attrs-unreadable', record_image(otel_record(TRACE, SPAN, 1, 1, [], attrs_size=100)))
+    write('otel', 'record-bytes', record_image(otel_record(TRACE, SPAN, 1, 3, [(2, b'a"b\n\xff\xc2\x9b')])))
+    write('otel', 'record-null', struct.pack('<Q', 0))
+    write('otel', 'record-unmapped', struct.pack('<Q', 0xdead0000))
+
+    write('otel', 'header', header_image(full))
+    write('otel', 'header-updating', header_image(full, published=0))
+    write('otel', 'header-version-1', header_image(full, version=1))
+    write('otel', 'header-no-signature', header_image(full, signature=b'\0' * 8))
+    write('otel', 'header-size-0', header_image(full, size=0))
+    write('otel', 'header-size-huge', header_image(full, size=70000))
+    write('otel', 'header-payload-unmapped', header_image(full, pointer=0xdead0000))
+    write('otel', 'maps-memfd', b'7f0000000000-7f0000010000 rw-p 00000000 00:01 1234 /memfd:OTEL_CTX (deleted)\n')
+    write('otel', 'maps-anon', b'7f0000000000-7f0000010000 rw-p 00000000 00:00 0 [anon:OTEL_CTX]\n')
+    write('otel', 'maps-exec', b'7f0000000000-7f0000010000 r-xp 00000000 00:01 1234 /memfd:OTEL_CTX\n')
+
 
 def main():
-    elf_seeds()
-    tlsdesc_seeds()
-    labels_seeds()
+    seeds = {'elf': elf_seeds, 'tlsdesc': tlsdesc_seeds, 'labels': labels_seeds, 'otel': otel_seeds}
+    for name in sys.argv[1:] or seeds:
+        seeds[name]()
 
 
 if __name__ == '__main__':

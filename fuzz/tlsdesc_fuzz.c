@@ -2,7 +2,9 @@
  * Fuzz target: the TLS arithmetic of tlsmath.c for both architectures, and
  * the TLSDESC descriptor as locate.c reads it from the target: resolver
  * code, static offset or glibc's dynamic-TLS argument, and a thread's walk
- * through its DTV.
+ * through its DTV.  With F_OTEL the variable is otel_thread_ctx_v1, which
+ * a shared object may also reach through initial-exec (F_TPOFF) or legacy
+ * global-dynamic (F_DTPMOD) GOT entries.
  *
  * The input is a fixed header of the numbers a reader takes from the ELF
  * file and the process (the fields of cld_elf_t that locate.c uses, where
@@ -28,6 +30,9 @@
 #define F_HAS_TLS 0x04
 #define F_HAS_DESC 0x08
 #define F_BAD_MAP 0x10 /* a lowest mapping that is not the first PT_LOAD's */
+#define F_OTEL 0x20    /* the variable is otel_thread_ctx_v1 (no version check) */
+#define F_TPOFF 0x40   /* an initial-exec GOT word at desc_offset */
+#define F_DTPMOD 0x80  /* a global-dynamic GOT pair at desc_offset */
 
 typedef struct {
   uint8_t flags, set_type;
@@ -138,12 +143,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   elf.version_value = h.version_value;
   elf.version_size = h.version_size;
   elf.version_type = STT_OBJECT;
-  elf.has_set = true;
-  elf.set_value = h.set_value;
-  elf.set_type = h.set_type;
-  elf.has_desc = (h.flags & F_HAS_DESC) != 0;
-  elf.desc_offset = h.desc_offset;
-  elf.desc_var_offset = h.desc_var_offset;
+  /* The same variable as custom_labels_current_set or otel_thread_ctx_v1. */
+  cld_elf_tls_symbol_t *v = (h.flags & F_OTEL) ? &elf.otel : &elf.set;
+  v->found = true;
+  v->value = h.set_value;
+  v->size = 8;
+  v->type = h.set_type;
+  v->has_desc = (h.flags & F_HAS_DESC) != 0;
+  v->desc_offset = h.desc_offset;
+  v->desc_var_offset = h.desc_var_offset;
+  /* The GOT entries, at the descriptor's place. */
+  v->has_tpoff = (h.flags & F_TPOFF) != 0;
+  v->tpoff_offset = h.desc_offset;
+  v->has_dtpmod = (h.flags & F_DTPMOD) != 0;
+  v->dtpmod_offset = h.desc_offset;
 
   fake_mem_set(IMAGE_BASE, image, image_size);
   long page_size = sysconf(_SC_PAGESIZE);

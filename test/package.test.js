@@ -77,9 +77,12 @@ describe('the packed tarball', function () {
       const addon = path.join(installed, 'prebuilds', `linux-${arch}`, 'customlabels.node');
       const syms = execFileSync('readelf', ['-W', '--dyn-syms', addon], { encoding: 'utf8' });
       assert.match(syms, /\bTLS\s+GLOBAL\s+DEFAULT\s+\d+\s+custom_labels_current_set\b/);
+      assert.match(syms, /\bTLS\s+GLOBAL\s+DEFAULT\s+\d+\s+otel_thread_ctx_v1\b/);
       assert.match(syms, /\b4\s+OBJECT\s+GLOBAL\s+DEFAULT\s+\d+\s+custom_labels_abi_version\b/);
       const relocs = execFileSync('readelf', ['-W', '-r', addon], { encoding: 'utf8' });
-      assert.match(relocs, arch === 'x64' ? /R_X86_64_TLSDESC\s+0+\s+custom_labels_current_set/ : /R_AARCH64_TLSDESC\s+0+\s+custom_labels_current_set/);
+      for (const symbol of ['custom_labels_current_set', 'otel_thread_ctx_v1']) {
+        assert.match(relocs, new RegExp(`${arch === 'x64' ? 'R_X86_64_TLSDESC' : 'R_AARCH64_TLSDESC'}\\s+[0-9a-f]+\\s+${symbol}\\b`));
+      }
     }
   });
 

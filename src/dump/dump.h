@@ -1,8 +1,9 @@
 /*
  * customlabels-dump: reads the Custom Label ABI v1 label sets of another
- * process from outside, the way a profiler does.  Declarations shared by the
- * tool's files; the ABI types come from the addon's header, nothing else of
- * the addon is linked.
+ * process from outside, the way a profiler does, and beside them the
+ * OpenTelemetry thread context (OTEP 4947) and process context (OTEP 4719).
+ * Declarations shared by the tool's files; the ABI types come from the
+ * addon's header, nothing else of the addon is linked.
  *
  * Names: cld_ for everything shared between files of the tool; helpers local
  * to a file are static and unprefixed.
@@ -26,7 +27,7 @@ enum {
   CLD_EXIT_USAGE = 2,
   CLD_EXIT_NOPROC = 3,   /* no such process */
   CLD_EXIT_PERM = 4,     /* not allowed to read or trace the process */
-  CLD_EXIT_NOABI = 5,    /* the process exports no Custom Label ABI */
+  CLD_EXIT_NOABI = 5,    /* the process exports neither the ABI nor otel_thread_ctx_v1 */
   CLD_EXIT_VERSION = 6   /* it exports a version other than 1 */
 };
 
@@ -99,34 +100,50 @@ int cld_guard_check(const cld_guard_t *guard, pid_t pid, cld_error_t *err);
  * /proc/PID/status text into its four ids; false if absent or malformed. */
 bool cld_status_ids(const char *status, size_t len, const char *name, unsigned long ids[4]);
 
-/* ---- Finding the ABI in the process (locate.c) ---- */
+/* ---- Finding the thread-locals in the process (locate.c) ---- */
 
 typedef enum {
   CLD_ACCESS_EXE_STATIC = 1, /* main executable: fixed offset from the thread pointer */
   CLD_ACCESS_DESC_STATIC,    /* shared object, TLSDESC with a static offset */
-  CLD_ACCESS_DESC_DYNAMIC    /* shared object, TLSDESC resolved to glibc's dynamic TLS */
+  CLD_ACCESS_DESC_DYNAMIC,   /* shared object, TLSDESC resolved to glibc's dynamic TLS */
+  CLD_ACCESS_GOT_STATIC,     /* shared object, initial-exec GOT word: a static offset */
+  CLD_ACCESS_GOT_DYNAMIC     /* shared object, legacy global-dynamic GOT pair: the DTV */
 } cld_access_t;
 
-/* How to find custom_labels_current_set in every thread of one process. */
+/* How to find one thread-local variable in every thread of one process. */
 typedef struct {
   const cld_arch_t *arch;
   pid_t pid;
-  char path[4096];             /* the module that exports the ABI */
+  bool is_otel;                /* otel_thread_ctx_v1, else custom_labels_current_set */
+  const char *symbol;          /* its name, for messages */
+  const char *what;            /* what it holds, for messages: "labels"... */
+  char path[4096];             /* the module that exports it */
   bool is_exe;
   cld_access_t access;
-  int64_t static_offset;       /* EXE_STATIC, DESC_STATIC: variable at tp + static_offset */
-  cld_tlsdesc_dynamic_arg_t dynamic; /* DESC_DYNAMIC: the resolver's argument */
-  uint64_t descriptor;         /* DESC_*: address of the TLSDESC descriptor */
+  int64_t static_offset;       /* EXE_STATIC, DESC_STATIC, GOT_STATIC: variable at tp + static_offset */
+  cld_tlsdesc_dynamic_arg_t dynamic; /* DESC_DYNAMIC, GOT_DYNAMIC: module, offset (and generation) */
+  uint64_t descriptor;         /* DESC_*: address of the TLSDESC descriptor; GOT_*: of the GOT entry */
   uint64_t resolver;           /* DESC_*: its first word */
   uint64_t tls_memsz;          /* the module's PT_TLS size */
 } cld_target_t;
 
+/* What a process publishes: either variable, or both. */
+typedef struct {
+  pid_t pid;
+  bool has_labels;
+  cld_target_t labels;         /* custom_labels_current_set */
+  bool has_otel;
+  cld_target_t otel;           /* otel_thread_ctx_v1 (OTEP 4947) */
+} cld_process_t;
+
 /*
- * Finds the module that exports the ABI, checks its version and works out
- * how the variable is reached.  Writes warnings (dynamic TLS, ignored extra
- * modules) to `warn`.  Returns 0 or an exit code with err set.
+ * Finds the module that exports the ABI (checking its version) and the
+ * module that exports otel_thread_ctx_v1, and works out how each variable
+ * is reached.  Writes warnings (dynamic TLS, ignored extra modules, an
+ * unusable otel_thread_ctx_v1 beside usable labels) to `warn`.  Returns 0
+ * or an exit code with err set: CLD_EXIT_NOABI only when neither is there.
  */
-int cld_locate(pid_t pid, cld_target_t *target, FILE *warn, cld_error_t *err);
+int cld_locate(pid_t pid, cld_process_t *process, FILE *warn, cld_error_t *err);
 
 /* Result of finding one thread's variable. */
 typedef enum {
@@ -224,6 +241,181 @@ void cld_labels_sort(cld_labels_t *labels);
 /* Reads the labels of the thread whose thread pointer is `tp` (main.c). */
 void cld_read_thread(const cld_target_t *target, uint64_t tp, cld_labels_t *labels);
 
+/* ---- Protobuf wire format, decoding only (proto.c) ---- */
+
+/*
+ * A reader over one message's bytes.  Every read is bounded by `end`; a
+ * malformed message is an error, never an over-read.
+ */
+typedef struct {
+  const unsigned char *at, *end;
+} cld_pb_reader_t;
+
+enum { CLD_PB_VARINT = 0, CLD_PB_I64 = 1, CLD_PB_LEN = 2, CLD_PB_I32 = 5 };
+
+/* One field.  Groups (wire types 3 and 4) are skipped whole, never returned. */
+typedef struct {
+  uint32_t number;
+  unsigned wire;                /* CLD_PB_VARINT, _I64, _LEN or _I32 */
+  uint64_t value;               /* VARINT, I64, I32: the value, little-endian */
+  const unsigned char *bytes;   /* LEN: the field's bytes, inside the message */
+  size_t len;
+} cld_pb_field_t;
+
+void cld_pb_init(cld_pb_reader_t *r, const unsigned char *bytes, size_t len);
+/* 1 and *f set: a field; 0: the end of the message; -1: malformed. */
+int cld_pb_next(cld_pb_reader_t *r, cld_pb_field_t *f);
+
+/* ---- OpenTelemetry thread and process context (otel.c) ---- */
+
+/*
+ * OTEP 4947's record: trace-id[16], span-id[8], valid, trace-flags,
+ * attrs-data-size (uint16, host order), then attrs-data: entries of key
+ * index (uint8), length (uint8) and `length` bytes of value.
+ */
+#define CLD_OTEL_RECORD_HEADER 28
+#define CLD_OTEL_RECORD_MAX 640 /* what the OTEP recommends a record stays within */
+#define CLD_OTEL_ATTRS_MAX (CLD_OTEL_RECORD_MAX - CLD_OTEL_RECORD_HEADER)
+#define CLD_OTEL_MAX_KEYS 256   /* key indexes are one byte */
+#define CLD_OTEL_MAX_ENTRIES (CLD_OTEL_ATTRS_MAX / 2)
+#define CLD_OTEL_MAX_WARNINGS 4
+/* The record layout this reader knows, as threadlocal.schema_version names it. */
+#define CLD_OTEL_SCHEMA "tlsdesc_v1_dev"
+
+/* One attribute of a record: bytes in cld_otel_record_t.attrs_data. */
+typedef struct {
+  uint8_t key;   /* index in the key map */
+  uint8_t len;
+  uint16_t off;
+} cld_otel_entry_t;
+
+/* One thread's record as read.  Fixed size: no allocation per read. */
+typedef struct {
+  bool is_null;                 /* the pointer is NULL: no context on this thread */
+  bool error;                   /* unreadable; `why` says why */
+  char why[192];
+  uint64_t address;             /* of the record */
+  uint8_t valid;                /* the byte as read: only 1 means valid */
+  uint8_t trace_id[16];
+  uint8_t span_id[8];
+  uint8_t flags;
+  uint16_t attrs_size;          /* attrs-data-size as the record claims it */
+  size_t attrs_read;            /* bytes of attrs-data read, at most CLD_OTEL_ATTRS_MAX */
+  unsigned char attrs_data[CLD_OTEL_ATTRS_MAX];
+  /* Decoded: one entry per key index (its last occurrence), in index order. */
+  size_t count;
+  cld_otel_entry_t entries[CLD_OTEL_MAX_ENTRIES];
+  size_t dropped;               /* entries whose index is outside the key map */
+  size_t trailing;              /* bytes at the end too short for a whole entry */
+  /* Problems met while reading, then those of the last decoding. */
+  size_t nwarnings, nread_warnings;
+  char warnings[CLD_OTEL_MAX_WARNINGS][192];
+} cld_otel_record_t;
+
+void cld_otel_record_reset(cld_otel_record_t *r);
+/*
+ * Reads the record that the pointer at `variable` designates, as OTEP 4947
+ * says: the 28-byte header, then (if valid) at most CLD_OTEL_ATTRS_MAX bytes
+ * of attrs-data, and decodes it for a key map of `nkeys` keys.  Never fails:
+ * problems become `error` or warnings.
+ */
+void cld_otel_record_read(pid_t pid, uint64_t variable, size_t nkeys, cld_otel_record_t *r);
+/*
+ * Decodes attrs_data[0..attrs_read) for a key map of `nkeys` keys: parsing
+ * stops where the rest cannot hold a whole entry, entries whose index is
+ * outside the map are dropped (counted), and the last occurrence of an
+ * index wins.  Pure; may be called again with another `nkeys`.
+ */
+void cld_otel_record_decode(cld_otel_record_t *r, size_t nkeys);
+/* Whether both trace-id and span-id are all zero: a record without a span. */
+bool cld_otel_record_no_span(const cld_otel_record_t *r);
+
+/* Reads the record of the thread whose thread pointer is `tp` (main.c). */
+void cld_read_thread_otel(const cld_target_t *target, uint64_t tp, size_t nkeys,
+                          cld_otel_record_t *r);
+
+/* Bytes of a process context's payload. */
+typedef struct {
+  uint32_t off, len;
+} cld_span_t;
+
+/* A KeyValue of the payload: its key, and its value as AnyValue bytes. */
+typedef struct {
+  cld_span_t key;
+  cld_span_t value;
+} cld_otel_attribute_t;
+
+#define CLD_OTEL_PAYLOAD_MAX 65536
+#define CLD_OTEL_MAX_ATTRIBUTES 256 /* resource attributes kept, and others */
+#define CLD_OTEL_CTX_ATTEMPTS 3
+#define CLD_OTEL_CTX_VERSION 2
+
+typedef enum {
+  CLD_OTEL_CTX_NONE = 0,   /* no mapping named OTEL_CTX */
+  CLD_OTEL_CTX_OK,
+  CLD_OTEL_CTX_CHANGING,   /* updated during every attempt to read it */
+  CLD_OTEL_CTX_ERROR       /* unreadable or malformed; `why` says why */
+} cld_otel_ctx_status_t;
+
+/* A process context as read and decoded.  ~80 KiB: allocate it once. */
+typedef struct {
+  cld_otel_ctx_status_t status;
+  char why[256];
+  char mapping[64];             /* the mapping's name in /proc/PID/maps */
+  uint64_t address;             /* of the header */
+  uint64_t published_at_ns;
+  size_t payload_size;
+  unsigned char payload[CLD_OTEL_PAYLOAD_MAX];
+  /* Decoded, as spans of `payload`: */
+  bool has_schema;              /* threadlocal.schema_version, a string */
+  cld_span_t schema;
+  bool has_key_map;             /* threadlocal.attribute_key_map, strings */
+  size_t nkeys;
+  cld_span_t keys[CLD_OTEL_MAX_KEYS];
+  size_t nresource;             /* Resource.attributes */
+  cld_otel_attribute_t resource[CLD_OTEL_MAX_ATTRIBUTES];
+  size_t nattributes;           /* ProcessContext.attributes but the two above */
+  cld_otel_attribute_t attributes[CLD_OTEL_MAX_ATTRIBUTES];
+  size_t nwarnings;
+  char warnings[CLD_OTEL_MAX_WARNINGS][192];
+} cld_otel_ctx_t;
+
+/*
+ * Whether a /proc/PID/maps line is a process context's mapping: named
+ * /memfd:OTEL_CTX (with or without " (deleted)"), [anon_shmem:OTEL_CTX] or
+ * [anon:OTEL_CTX], and not executable.  Sets *start and copies the name.
+ */
+bool cld_otel_ctx_mapping(const char *line, uint64_t *start, char *name, size_t name_size);
+/* Finds the mapping in /proc/PID/maps and reads it (status NONE if none). */
+void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx);
+/*
+ * Reads the context whose header is at `address` by OTEP 4719's protocol:
+ * published_at_ns, the header, the payload, then published_at_ns again,
+ * which must not have changed; up to CLD_OTEL_CTX_ATTEMPTS attempts,
+ * `pause_ns` apart.  Then decodes the payload.
+ */
+void cld_otel_ctx_read_at(pid_t pid, uint64_t address, long pause_ns, cld_otel_ctx_t *ctx);
+/* Decodes payload[0..payload_size) as a ProcessContext.  Pure. */
+bool cld_otel_ctx_decode(cld_otel_ctx_t *ctx);
+/*
+ * Whether threads' records are read.  OTEP 4947's readers look for
+ * otel_thread_ctx_v1 once a process context announces the thread context,
+ * so beside the Custom Label ABI the records are read only when the process
+ * has a process context mapping (readable or not); a process that exports
+ * only otel_thread_ctx_v1 is always read.
+ */
+bool cld_otel_in_use(const cld_process_t *p, const cld_otel_ctx_t *ctx);
+/* The key map's size when the context was read and decoded, else 0. */
+size_t cld_otel_ctx_nkeys(const cld_otel_ctx_t *ctx);
+/*
+ * The value an AnyValue message holds: its last field of the `value` oneof
+ * (1 string, 2 bool, 3 int, 4 double, 5 array, 6 kvlist, 7 bytes) with the
+ * right wire type.  False when none is set or the message is malformed.
+ */
+bool cld_otel_any_value(const unsigned char *bytes, size_t len, cld_pb_field_t *value);
+/* Deepest nesting of arrays and kvlists a decoded payload may hold. */
+#define CLD_OTEL_MAX_VALUE_DEPTH 16
+
 /* ---- Output (out.c) ---- */
 
 /* JSON string of arbitrary bytes; invalid UTF-8 bytes become \udcXX. */
@@ -243,6 +435,19 @@ void cld_text_label(FILE *out, const unsigned char *key, size_t key_len,
                     const unsigned char *value, size_t value_len);
 /* key="value" key="value", or what stands for a NULL, empty or unreadable set. */
 void cld_text_labels(FILE *out, const cld_labels_t *labels);
+/* The "otel" value of a thread: null, {"valid": false}, {"error": ...} or
+ * {"trace_id", "span_id", "flags", "attrs", "dropped"[, "warnings"]}.
+ * Names come from ctx's key map. */
+void cld_json_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx);
+/* trace_id=... span_id=... flags=01 key="value"..., or what stands for a
+ * NULL, invalid or unreadable record. */
+void cld_text_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx);
+/* The value of "otel_process_context": null or an object. */
+void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx);
+/* The table's lines about the process context: "process PID: ..." and the
+ * resource, key map and warnings below it. */
+void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx);
+
 /* Flushes stdout; false (and a message) when it failed, e.g. a closed pipe. */
 bool cld_out_flush(FILE *out);
 
@@ -255,7 +460,7 @@ typedef struct {
   const cld_guard_t *guard; /* checked again before the report is printed */
 } cld_sample_options_t;
 
-int cld_sample(const cld_target_t *target, const cld_sample_options_t *options,
+int cld_sample(const cld_process_t *process, const cld_sample_options_t *options,
                cld_error_t *err);
 
 #endif

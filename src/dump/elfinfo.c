@@ -1,7 +1,8 @@
 /*
- * Inspecting an ELF file on disk for the ABI: its loadable segments, its
- * PT_TLS header, the two exported symbols and, for a shared object, the
- * TLSDESC relocation of custom_labels_current_set.
+ * Inspecting an ELF file on disk for the thread-locals readers look for:
+ * its loadable segments, its PT_TLS header, the Custom Label ABI's two
+ * exported symbols, OTEP 4947's otel_thread_ctx_v1 and, for a shared
+ * object, the relocations through which its code reaches each variable.
  *
  * The file belongs to the target and may be anything, so every read is a
  * bounded pread() into a fixed buffer: nothing here allocates.
@@ -18,6 +19,7 @@
 
 #define SYMBOL_VERSION "custom_labels_abi_version"
 #define SYMBOL_SET "custom_labels_current_set"
+#define SYMBOL_OTEL "otel_thread_ctx_v1"
 #define MAX_SECTIONS 65536
 #define MAX_HASH_STEPS 1000000
 #define CHUNK 256 /* symbols or relocations per read */
@@ -133,32 +135,65 @@ static int lookup(const symtab_t *tab, uint64_t hash_off, uint64_t hash_size, co
   return lookup_linear(tab, name, sym, index);
 }
 
-/* Scans one SHT_RELA section for the TLSDESC relocation of the variable. */
-static bool find_tlsdesc(int fd, const Elf64_Shdr *rela, const cld_arch_t *arch,
-                         uint64_t set_index, uint64_t set_value, cld_elf_t *elf) {
+/* A variable whose relocations are looked for, with its .dynsym index. */
+typedef struct {
+  cld_elf_tls_symbol_t *sym;
+  uint64_t index;
+} wanted_t;
+
+/* Records the first relocation of each kind that reaches the variable. */
+static void match_relocation(const cld_arch_t *arch, const Elf64_Rela *r, wanted_t *w) {
+  cld_elf_tls_symbol_t *v = w->sym;
+  uint64_t type = ELF64_R_TYPE(r->r_info);
+  uint64_t sym = ELF64_R_SYM(r->r_info);
+  /*
+   * Normally the relocation names the symbol.  A linker that binds it
+   * locally leaves the symbol out and puts its offset in the addend; a
+   * DTPMOD relocation has no addend to tell variables apart, so only the
+   * named form is taken for it.
+   */
+  bool named = sym == w->index;
+  bool by_addend = sym == 0 && (uint64_t)r->r_addend == v->value;
+  if (type == arch->r_tlsdesc && !v->has_desc && (named || by_addend)) {
+    v->has_desc = true;
+    v->desc_offset = r->r_offset;
+    v->desc_var_offset = (named ? v->value : 0) + (uint64_t)r->r_addend;
+  } else if (type == arch->r_tpoff && !v->has_tpoff && (named || by_addend)) {
+    v->has_tpoff = true;
+    v->tpoff_offset = r->r_offset;
+  } else if (type == arch->r_dtpmod && !v->has_dtpmod && named) {
+    v->has_dtpmod = true;
+    v->dtpmod_offset = r->r_offset;
+  }
+}
+
+/* Scans one SHT_RELA section for the relocations of the wanted variables. */
+static bool scan_relocations(int fd, const Elf64_Shdr *rela, const cld_arch_t *arch,
+                             wanted_t *wanted, size_t nwanted) {
   Elf64_Rela chunk[CHUNK];
   uint64_t count = rela->sh_size / sizeof(Elf64_Rela);
   for (uint64_t base = 0; base < count; base += CHUNK) {
     uint64_t n = count - base < CHUNK ? count - base : CHUNK;
     if (!read_at(fd, rela->sh_offset + base * sizeof(Elf64_Rela), chunk, n * sizeof(Elf64_Rela)))
       return false;
-    for (uint64_t i = 0; i < n; i++) {
-      uint64_t type = ELF64_R_TYPE(chunk[i].r_info);
-      uint64_t sym = ELF64_R_SYM(chunk[i].r_info);
-      if (type != arch->r_tlsdesc) continue;
-      /*
-       * Normally the relocation names the symbol.  A linker that binds it
-       * locally leaves the symbol out and puts its offset in the addend.
-       */
-      if (sym == set_index || (sym == 0 && (uint64_t)chunk[i].r_addend == set_value)) {
-        elf->has_desc = true;
-        elf->desc_offset = chunk[i].r_offset;
-        elf->desc_var_offset = (sym == 0 ? 0 : set_value) + (uint64_t)chunk[i].r_addend;
-        return true;
-      }
-    }
+    for (uint64_t i = 0; i < n; i++)
+      for (size_t k = 0; k < nwanted; k++) match_relocation(arch, &chunk[i], &wanted[k]);
   }
-  return false;
+  return true;
+}
+
+/* Looks up a thread-local's symbol; 1 found, 0 absent, -1 unreadable table. */
+static int lookup_variable(const symtab_t *tab, uint64_t hash_off, uint64_t hash_size,
+                           const char *name, cld_elf_tls_symbol_t *v, uint64_t *index) {
+  Elf64_Sym sym;
+  int found = lookup(tab, hash_off, hash_size, name, &sym, index);
+  if (found <= 0) return found;
+  if (sym.st_shndx == SHN_UNDEF) return 0;
+  v->found = true;
+  v->value = sym.st_value;
+  v->size = sym.st_size;
+  v->type = ELF64_ST_TYPE(sym.st_info);
+  return 1;
 }
 
 int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, size_t why_size) {
@@ -234,30 +269,31 @@ int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, s
 
   Elf64_Sym sym;
   uint64_t index;
+  wanted_t wanted[2];
+  size_t nwanted = 0;
   int found = lookup(&tab, hash_off, hash_size, SYMBOL_VERSION, &sym, &index);
   if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
-  if (found == 0 || sym.st_shndx == SHN_UNDEF) return 0;
-  elf->has_version = true;
-  elf->version_value = sym.st_value;
-  elf->version_size = sym.st_size;
-  elf->version_type = ELF64_ST_TYPE(sym.st_info);
-
-  found = lookup(&tab, hash_off, hash_size, SYMBOL_SET, &sym, &index);
+  if (found == 1 && sym.st_shndx != SHN_UNDEF) {
+    elf->has_version = true;
+    elf->version_value = sym.st_value;
+    elf->version_size = sym.st_size;
+    elf->version_type = ELF64_ST_TYPE(sym.st_info);
+    found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_SET, &elf->set, &index);
+    if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
+    if (found == 1) wanted[nwanted++] = (wanted_t){&elf->set, index};
+  }
+  found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_OTEL, &elf->otel, &index);
   if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
-  if (found == 0 || sym.st_shndx == SHN_UNDEF) return 0;
-  elf->has_set = true;
-  elf->set_value = sym.st_value;
-  elf->set_size = sym.st_size;
-  elf->set_type = ELF64_ST_TYPE(sym.st_info);
+  if (found == 1) wanted[nwanted++] = (wanted_t){&elf->otel, index};
 
-  if (eh.e_type != ET_DYN) return 0;
-  /* A PIE main executable is ET_DYN too; the caller decides whether it needs this. */
-  for (uint64_t i = 0; i < shnum && !elf->has_desc; i++) {
+  /* A PIE main executable is ET_DYN too; the caller decides whether it needs these. */
+  if (eh.e_type != ET_DYN || nwanted == 0) return 0;
+  for (uint64_t i = 0; i < shnum; i++) {
     Elf64_Shdr sh;
     if (!read_at(fd, eh.e_shoff + i * sizeof(sh), &sh, sizeof(sh))) return fail(why, why_size, "truncated section headers");
     if (sh.sh_type != SHT_RELA || sh.sh_link != dynsym_index) continue;
     /* An unreadable table is skipped: the relocation may be in another. */
-    find_tlsdesc(fd, &sh, arch, index, elf->set_value, elf);
+    scan_relocations(fd, &sh, arch, wanted, nwanted);
   }
   return 0;
 }

@@ -16,6 +16,27 @@ typedef struct {
   uint64_t vaddr, offset, filesz, memsz;
 } cld_segment_t;
 
+/*
+ * A thread-local variable that a module defines and exports, and the
+ * dynamic relocations through which code reaches it.  A shared object's
+ * code reaches it through one of: a TLSDESC descriptor (what the Custom
+ * Label ABI requires, and OTEP 4947 recommends), an initial-exec GOT word
+ * the loader sets to the variable's thread-pointer offset, or a legacy
+ * global-dynamic GOT pair {module id, offset} for __tls_get_addr.
+ */
+typedef struct {
+  bool found;               /* defined and exported */
+  uint64_t value, size;     /* st_value is the offset in the module's PT_TLS block */
+  unsigned type;            /* STT_TLS, unless the file is odd */
+  bool has_desc;            /* its TLSDESC relocation */
+  uint64_t desc_offset;     /* r_offset: where the descriptor is */
+  uint64_t desc_var_offset; /* the variable's offset in the module's TLS block */
+  bool has_tpoff;           /* an initial-exec R_*_TPOFF64 / TLS_TPREL relocation */
+  uint64_t tpoff_offset;    /* r_offset: the GOT word */
+  bool has_dtpmod;          /* a global-dynamic R_*_DTPMOD64 / TLS_DTPMOD relocation */
+  uint64_t dtpmod_offset;   /* r_offset: the GOT pair's first word */
+} cld_elf_tls_symbol_t;
+
 typedef struct {
   uint16_t e_type; /* ET_EXEC or ET_DYN */
   size_t nloads;
@@ -25,18 +46,16 @@ typedef struct {
   bool has_version; /* custom_labels_abi_version is defined and exported */
   uint64_t version_value, version_size;
   unsigned version_type;
-  bool has_set; /* custom_labels_current_set is defined and exported */
-  uint64_t set_value, set_size;
-  unsigned set_type;
-  bool has_desc; /* its TLSDESC relocation */
-  uint64_t desc_offset;     /* r_offset: where the descriptor is */
-  uint64_t desc_var_offset; /* the variable's offset in the module's TLS block */
+  /* custom_labels_current_set, looked up only when the version is there. */
+  cld_elf_tls_symbol_t set;
+  /* otel_thread_ctx_v1 (OTEP 4947), looked up in every file. */
+  cld_elf_tls_symbol_t otel;
 } cld_elf_t;
 
 /*
- * Fills `elf` from the open file.  Returns 0 (has_version/has_set say
- * whether the ABI is exported) or -1 with `why` set when the file is not a
- * usable ELF file of this architecture.
+ * Fills `elf` from the open file.  Returns 0 (has_version, set.found and
+ * otel.found say what is exported) or -1 with `why` set when the file is
+ * not a usable ELF file of this architecture.
  */
 int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, size_t why_size);
 

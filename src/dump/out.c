@@ -7,10 +7,16 @@
  * (0x80-0xff): Python's "surrogateescape".  Well-formed UTF-8 never encodes
  * U+DC80..U+DCFF, so the mapping reverses exactly.  In text, such bytes are
  * written \xHH inside double quotes, with backslash and quote escaped.
+ *
+ * The OpenTelemetry parts (records and the process context) follow the same
+ * rules for their keys and values; trace and span ids are lowercase hex.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
@@ -196,6 +202,342 @@ void cld_text_label(FILE *out, const unsigned char *key, size_t key_len,
   else cld_text_string(out, key, key_len);
   fputc('=', out);
   cld_text_string(out, value, value_len);
+}
+
+/* ---- OpenTelemetry ---- */
+
+static void hex(FILE *out, const uint8_t *bytes, size_t n) {
+  for (size_t i = 0; i < n; i++) fprintf(out, "%02x", bytes[i]);
+}
+
+static void json_hex(FILE *out, const uint8_t *bytes, size_t n) {
+  fputc('"', out);
+  hex(out, bytes, n);
+  fputc('"', out);
+}
+
+/* A key, for the table: bare when plain ASCII, else quoted. */
+static void text_key(FILE *out, const unsigned char *key, size_t len) {
+  if (plain_key(key, len)) fwrite(key, 1, len, out);
+  else cld_text_string(out, key, len);
+}
+
+/* The shortest %g form that reads back as the same double. */
+static void write_double(FILE *out, double d) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; precision++) {
+    snprintf(buf, sizeof(buf), "%.*g", precision, d);
+    if (strtod(buf, NULL) == d) break;
+  }
+  fputs(buf, out);
+}
+
+static void json_any(FILE *out, const unsigned char *bytes, size_t len, int depth);
+static void text_any(FILE *out, const unsigned char *bytes, size_t len, int depth);
+
+/* The LEN fields numbered 1 of a message: ArrayValue.values, KeyValueList.values. */
+static bool next_element(cld_pb_reader_t *r, cld_pb_field_t *f) {
+  while (cld_pb_next(r, f) == 1)
+    if (f->number == 1 && f->wire == CLD_PB_LEN) return true;
+  return false;
+}
+
+/* A KeyValue's key and value bytes; an absent one is empty. */
+static void keyvalue(const cld_pb_field_t *kv, cld_pb_field_t *key, cld_pb_field_t *value) {
+  cld_pb_reader_t r;
+  cld_pb_init(&r, kv->bytes, kv->len);
+  cld_pb_field_t f;
+  memset(key, 0, sizeof(*key));
+  memset(value, 0, sizeof(*value));
+  while (cld_pb_next(&r, &f) == 1) {
+    if (f.wire != CLD_PB_LEN) continue;
+    if (f.number == 1) *key = f;
+    if (f.number == 2) *value = f;
+  }
+}
+
+/*
+ * An AnyValue as JSON: strings as strings, bools, ints and doubles as JSON
+ * numbers (a double that is not finite as null), bytes as a hex string,
+ * arrays as arrays, kvlists as objects, and no value as null.  The payload
+ * was validated to CLD_OTEL_MAX_VALUE_DEPTH; the depth check only guards.
+ */
+static void json_any(FILE *out, const unsigned char *bytes, size_t len, int depth) {
+  cld_pb_field_t v;
+  if (depth > CLD_OTEL_MAX_VALUE_DEPTH || !cld_otel_any_value(bytes, len, &v)) {
+    fputs("null", out);
+    return;
+  }
+  cld_pb_reader_t r;
+  cld_pb_field_t f, key, value;
+  bool first = true;
+  double d;
+  switch (v.number) {
+    case 1: cld_json_string(out, v.bytes, v.len); break;
+    case 2: fputs(v.value != 0 ? "true" : "false", out); break;
+    case 3: fprintf(out, "%" PRId64, (int64_t)v.value); break;
+    case 4:
+      memcpy(&d, &v.value, sizeof(d));
+      if (isfinite(d)) write_double(out, d);
+      else fputs("null", out);
+      break;
+    case 5:
+      fputc('[', out);
+      cld_pb_init(&r, v.bytes, v.len);
+      while (next_element(&r, &f)) {
+        if (!first) fputs(", ", out);
+        first = false;
+        json_any(out, f.bytes, f.len, depth + 1);
+      }
+      fputc(']', out);
+      break;
+    case 6:
+      fputc('{', out);
+      cld_pb_init(&r, v.bytes, v.len);
+      while (next_element(&r, &f)) {
+        if (!first) fputs(", ", out);
+        first = false;
+        keyvalue(&f, &key, &value);
+        cld_json_string(out, key.bytes, key.len);
+        fputs(": ", out);
+        json_any(out, value.bytes, value.len, depth + 1);
+      }
+      fputc('}', out);
+      break;
+    default: json_hex(out, v.bytes, v.len); break;
+  }
+}
+
+/* An AnyValue for the table, like json_any but in the table's style. */
+static void text_any(FILE *out, const unsigned char *bytes, size_t len, int depth) {
+  cld_pb_field_t v;
+  if (depth > CLD_OTEL_MAX_VALUE_DEPTH || !cld_otel_any_value(bytes, len, &v)) {
+    fputs("null", out);
+    return;
+  }
+  cld_pb_reader_t r;
+  cld_pb_field_t f, key, value;
+  bool first = true;
+  double d;
+  switch (v.number) {
+    case 1: cld_text_string(out, v.bytes, v.len); break;
+    case 2: fputs(v.value != 0 ? "true" : "false", out); break;
+    case 3: fprintf(out, "%" PRId64, (int64_t)v.value); break;
+    case 4:
+      memcpy(&d, &v.value, sizeof(d));
+      if (isfinite(d)) write_double(out, d);
+      else fputs(isnan(d) ? "nan" : d > 0 ? "inf" : "-inf", out);
+      break;
+    case 5:
+      fputc('[', out);
+      cld_pb_init(&r, v.bytes, v.len);
+      while (next_element(&r, &f)) {
+        if (!first) fputs(", ", out);
+        first = false;
+        text_any(out, f.bytes, f.len, depth + 1);
+      }
+      fputc(']', out);
+      break;
+    case 6:
+      fputc('{', out);
+      cld_pb_init(&r, v.bytes, v.len);
+      while (next_element(&r, &f)) {
+        if (!first) fputc(' ', out);
+        first = false;
+        keyvalue(&f, &key, &value);
+        text_key(out, key.bytes, key.len);
+        fputc('=', out);
+        text_any(out, value.bytes, value.len, depth + 1);
+      }
+      fputc('}', out);
+      break;
+    default:
+      fputs("0x", out);
+      hex(out, v.bytes, v.len);
+      break;
+  }
+}
+
+static const unsigned char *at(const cld_otel_ctx_t *ctx, cld_span_t span) {
+  return ctx->payload + span.off;
+}
+
+static void json_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel_attribute_t *list,
+                            size_t n) {
+  fputc('{', out);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0) fputs(", ", out);
+    cld_json_string(out, at(ctx, list[i].key), list[i].key.len);
+    fputs(": ", out);
+    json_any(out, at(ctx, list[i].value), list[i].value.len, 1);
+  }
+  fputc('}', out);
+}
+
+static void json_warnings(FILE *out, const char (*warnings)[192], size_t n) {
+  if (n == 0) return;
+  fputs(", \"warnings\": [", out);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0) fputs(", ", out);
+    json_text(out, warnings[i]);
+  }
+  fputc(']', out);
+}
+
+void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
+  if (ctx->status == CLD_OTEL_CTX_NONE) {
+    fputs("null", out);
+    return;
+  }
+  fputs("{\"mapping\": ", out);
+  json_text(out, ctx->mapping);
+  if (ctx->status != CLD_OTEL_CTX_OK) {
+    fputs(", \"error\": ", out);
+    json_text(out, ctx->why);
+    fputc('}', out);
+    return;
+  }
+  fputs(", \"schema_version\": ", out);
+  if (ctx->has_schema) cld_json_string(out, at(ctx, ctx->schema), ctx->schema.len);
+  else fputs("null", out);
+  fputs(", \"attribute_key_map\": ", out);
+  if (ctx->has_key_map) {
+    fputc('[', out);
+    for (size_t i = 0; i < ctx->nkeys; i++) {
+      if (i > 0) fputs(", ", out);
+      cld_json_string(out, at(ctx, ctx->keys[i]), ctx->keys[i].len);
+    }
+    fputc(']', out);
+  } else {
+    fputs("null", out);
+  }
+  fputs(", \"resource\": ", out);
+  json_attributes(out, ctx, ctx->resource, ctx->nresource);
+  if (ctx->nattributes > 0) {
+    fputs(", \"attributes\": ", out);
+    json_attributes(out, ctx, ctx->attributes, ctx->nattributes);
+  }
+  json_warnings(out, ctx->warnings, ctx->nwarnings);
+  fputc('}', out);
+}
+
+static void text_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel_attribute_t *list,
+                            size_t n) {
+  if (n == 0) fputs("(none)", out);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0) fputc(' ', out);
+    text_key(out, at(ctx, list[i].key), list[i].key.len);
+    fputc('=', out);
+    text_any(out, at(ctx, list[i].value), list[i].value.len, 1);
+  }
+}
+
+void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx) {
+  if (ctx->status == CLD_OTEL_CTX_NONE) {
+    fprintf(out, "process %d: no OpenTelemetry process context (no mapping named OTEL_CTX): record "
+                 "attributes cannot be named and are dropped\n", (int)pid);
+    return;
+  }
+  fprintf(out, "process %d: OpenTelemetry process context in ", (int)pid);
+  cld_text_plain(out, ctx->mapping);
+  if (ctx->status != CLD_OTEL_CTX_OK) {
+    fprintf(out, "%s%s\n", ctx->status == CLD_OTEL_CTX_CHANGING ? ": " : " is unreadable: ", ctx->why);
+    return;
+  }
+  fputs(": schema ", out);
+  if (ctx->has_schema) cld_text_string(out, at(ctx, ctx->schema), ctx->schema.len);
+  else fputs("(none)", out);
+  if (ctx->has_key_map) fprintf(out, ", %zu keys in the key map\n", ctx->nkeys);
+  else fputs(", no key map\n", out);
+  fputs("  resource: ", out);
+  text_attributes(out, ctx, ctx->resource, ctx->nresource);
+  fputc('\n', out);
+  if (ctx->has_key_map) {
+    fputs("  key map:", out);
+    if (ctx->nkeys == 0) fputs(" (empty)", out);
+    for (size_t i = 0; i < ctx->nkeys; i++) {
+      fputc(' ', out);
+      text_key(out, at(ctx, ctx->keys[i]), ctx->keys[i].len);
+    }
+    fputc('\n', out);
+  }
+  if (ctx->nattributes > 0) {
+    fputs("  attributes: ", out);
+    text_attributes(out, ctx, ctx->attributes, ctx->nattributes);
+    fputc('\n', out);
+  }
+  for (size_t i = 0; i < ctx->nwarnings; i++) fprintf(out, "  warning: %s\n", ctx->warnings[i]);
+}
+
+void cld_json_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  if (r->is_null) {
+    fputs("null", out);
+    return;
+  }
+  if (r->error) {
+    fputs("{\"error\": ", out);
+    json_text(out, r->why);
+    fputc('}', out);
+    return;
+  }
+  if (r->valid != 1) {
+    fputs("{\"valid\": false}", out);
+    return;
+  }
+  bool no_span = cld_otel_record_no_span(r);
+  fputs("{\"trace_id\": ", out);
+  if (no_span) fputs("null", out);
+  else json_hex(out, r->trace_id, sizeof(r->trace_id));
+  fputs(", \"span_id\": ", out);
+  if (no_span) fputs("null", out);
+  else json_hex(out, r->span_id, sizeof(r->span_id));
+  fprintf(out, ", \"flags\": \"%02x\", \"attrs\": {", r->flags);
+  size_t nkeys = cld_otel_ctx_nkeys(ctx), shown = 0;
+  for (size_t i = 0; i < r->count; i++) {
+    const cld_otel_entry_t *e = &r->entries[i];
+    /* Decoded for this map or a smaller one, whose indexes it keeps. */
+    if (e->key >= nkeys) continue;
+    if (shown++ > 0) fputs(", ", out);
+    cld_json_string(out, at(ctx, ctx->keys[e->key]), ctx->keys[e->key].len);
+    fputs(": ", out);
+    cld_json_string(out, r->attrs_data + e->off, e->len);
+  }
+  fprintf(out, "}, \"dropped\": %zu", r->dropped);
+  json_warnings(out, r->warnings, r->nwarnings);
+  fputc('}', out);
+}
+
+void cld_text_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  if (r->is_null) {
+    fputs("(null: no record)", out);
+    return;
+  }
+  if (r->error) {
+    fprintf(out, "(unreadable: %s)", r->why);
+    return;
+  }
+  if (r->valid != 1) {
+    fprintf(out, "(invalid record: valid=0x%02x)", r->valid);
+    return;
+  }
+  if (cld_otel_record_no_span(r)) {
+    fputs("(no span)", out);
+  } else {
+    fputs("trace_id=", out);
+    hex(out, r->trace_id, sizeof(r->trace_id));
+    fputs(" span_id=", out);
+    hex(out, r->span_id, sizeof(r->span_id));
+  }
+  fprintf(out, " flags=%02x", r->flags);
+  size_t nkeys = cld_otel_ctx_nkeys(ctx);
+  for (size_t i = 0; i < r->count; i++) {
+    const cld_otel_entry_t *e = &r->entries[i];
+    if (e->key >= nkeys) continue;
+    fputc(' ', out);
+    cld_text_label(out, at(ctx, ctx->keys[e->key]), ctx->keys[e->key].len, r->attrs_data + e->off,
+                   e->len);
+  }
+  if (r->dropped > 0) fprintf(out, " (%zu dropped: key index not in the key map)", r->dropped);
 }
 
 bool cld_out_flush(FILE *out) {

@@ -1,8 +1,10 @@
 /*
  * Sampling like a CPU profiler: HZ times a second, every thread that is
  * running (state R in /proc) counts one sample for the label set it has at
- * that moment.  A thread that is not running counts nothing, so the share of
- * samples per label set estimates the share of CPU time spent under it.
+ * that moment, and for the attributes of its OpenTelemetry record (not its
+ * trace and span ids, which would make nearly every sample its own row).  A
+ * thread that is not running counts nothing, so the share of samples per
+ * label set estimates the share of CPU time spent under it.
  *
  * A thread is stopped once, the first time it is sampled, to learn its
  * thread pointer (it never changes for a thread's life); after that its
@@ -10,14 +12,20 @@
  * thread switching sets, and a writer may reuse the memory of a set that is
  * no longer published (this package's arena does) and even publish a new
  * set at the same address while we read.  So a sample counts only when two
- * whole reads in a row, each between two reads of the pointer that agree,
- * give the same pointer and the same bytes; otherwise it is read again.  Memory stays bounded: thread and table caps
+ * whole reads in a row, each between two reads of the pointers that agree,
+ * give the same pointers and the same bytes; otherwise it is read again.
+ * The record is read the same way, in the same reads as the labels.
+ *
+ * Record attributes are kept by key index and named at the report, with
+ * the process context read then: its key map only grows, so the last one
+ * names every index seen.  Memory stays bounded: thread and table caps
  * below, and one fixed scratch buffer per read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +39,13 @@
 #define MAX_TABLE_ENTRIES 65536
 #define MAX_TABLE_BYTES ((size_t)64 << 20)
 #define READ_ATTEMPTS 8
-/* Canonical form of one read: tag, count, then length-prefixed bytes. */
-#define KEY_MAX (1 + 4 + CLD_MAX_ENTRIES * 8 + CLD_MAX_SET_BYTES + 256)
+/* Key indexes of records are resolved against the biggest map possible. */
+#define ALL_KEYS CLD_OTEL_MAX_KEYS
+/* Canonical form of one read: tag, count, then length-prefixed bytes; then
+ * the record's: tag, count, then key index, length and bytes per attribute. */
+#define LABELS_KEY_MAX (1 + 4 + CLD_MAX_ENTRIES * 8 + CLD_MAX_SET_BYTES + 256)
+#define RECORD_KEY_MAX (1 + 4 + CLD_OTEL_MAX_ENTRIES * 2 + CLD_OTEL_ATTRS_MAX + 256)
+#define KEY_MAX (LABELS_KEY_MAX + RECORD_KEY_MAX)
 
 typedef struct {
   pid_t tid;
@@ -63,16 +76,20 @@ typedef struct {
 } table_t;
 
 typedef struct {
-  const cld_target_t *target;
+  const cld_process_t *process;
   const cld_sample_options_t *options;
   thread_t *threads; /* owned: sorted by tid, live threads only */
   size_t nthreads;
   size_t ignored_threads; /* beyond MAX_SAMPLED_THREADS */
   cld_tasks_t tasks;      /* owned: scratch for each scan */
-  cld_labels_t *labels;   /* owned: scratch for each read */
+  cld_labels_t *labels;   /* owned: scratch for each read, if the process has labels */
   unsigned char *key;     /* owned: scratch, KEY_MAX bytes */
   cld_labels_t *check;    /* owned: the second read of a running thread */
   unsigned char *check_key; /* owned: scratch, KEY_MAX bytes */
+  cld_otel_record_t *record;       /* owned: scratch for each read, if records are read */
+  cld_otel_record_t *check_record; /* owned: the second read of a running thread */
+  cld_otel_ctx_t *ctx;             /* owned: the process context that names attributes */
+  cld_otel_ctx_t *spare_ctx;       /* owned: the next read of it */
   table_t table;          /* per (thread, label set) */
   uint64_t ticks, late, samples;
   bool gone;
@@ -106,25 +123,41 @@ static bool table_grow(table_t *t) {
   return true;
 }
 
+/* What one read found: the parts the process has, the others NULL. */
+typedef struct {
+  const cld_labels_t *labels;
+  const cld_otel_record_t *record;
+} read_t;
+
 /* Joins a read's warnings into one string, or NULL if there are none. */
-static char *join_warnings(const cld_labels_t *l) {
-  if (l->nwarnings == 0) return NULL;
+static char *join_warnings(const read_t *read) {
+  const cld_labels_t *l = read->labels;
+  const cld_otel_record_t *r = read->record;
+  size_t nl = l == NULL ? 0 : l->nwarnings, nr = r == NULL ? 0 : r->nwarnings;
+  if (nl + nr == 0) return NULL;
   size_t size = 64;
-  for (size_t i = 0; i < l->nwarnings; i++) size += strlen(l->warnings[i]) + 2;
+  for (size_t i = 0; i < nl; i++) size += strlen(l->warnings[i]) + 2;
+  for (size_t i = 0; i < nr; i++) size += strlen(r->warnings[i]) + 8;
   /* Owned by the entry it is stored in. */
   char *s = malloc(size);
   if (s == NULL) return NULL;
   s[0] = '\0';
-  for (size_t i = 0; i < l->nwarnings; i++) {
+  for (size_t i = 0; i < nl; i++) {
     if (i > 0) strcat(s, "\n");
     strcat(s, l->warnings[i]);
   }
-  if (l->dropped_warnings > 0) snprintf(s + strlen(s), 64, "\nand %zu more warnings", l->dropped_warnings);
+  if (l != NULL && l->dropped_warnings > 0)
+    snprintf(s + strlen(s), 64, "\nand %zu more warnings", l->dropped_warnings);
+  for (size_t i = 0; i < nr; i++) {
+    if (s[0] != '\0') strcat(s, "\n");
+    strcat(s, "otel: ");
+    strcat(s, r->warnings[i]);
+  }
   return s;
 }
 
 static void table_add(table_t *t, pid_t tid, const char *name, const unsigned char *key,
-                      size_t key_len, const cld_labels_t *labels, uint64_t samples) {
+                      size_t key_len, const read_t *read, uint64_t samples) {
   uint64_t h = hash_bytes(hash_bytes(0xcbf29ce484222325ULL, &tid, sizeof(tid)), key, key_len);
   if (t->capacity != 0) {
     for (size_t j = h & (t->capacity - 1);; j = (j + 1) & (t->capacity - 1)) {
@@ -155,7 +188,7 @@ static void table_add(table_t *t, pid_t tid, const char *name, const unsigned ch
   snprintf(e->name, sizeof(e->name), "%s", name);
   e->key = copy;
   e->key_len = key_len;
-  e->warnings = labels == NULL ? NULL : join_warnings(labels);
+  e->warnings = read == NULL ? NULL : join_warnings(read);
   e->samples = samples;
   e->hash = h;
   t->count++;
@@ -179,8 +212,8 @@ static size_t put_bytes(unsigned char *out, const void *data, uint32_t n) {
   return 4 + (size_t)n;
 }
 
-/* Encodes a read as 'N' (NULL), 'E' + why (unreadable) or 'S' + sorted labels. */
-static size_t encode(const cld_labels_t *l, unsigned char *out) {
+/* Encodes labels as 'N' (NULL), 'E' + why (unreadable) or 'S' + sorted labels. */
+static size_t encode_labels(const cld_labels_t *l, unsigned char *out) {
   size_t n = 0;
   if (l->is_null) {
     out[n++] = 'N';
@@ -201,6 +234,45 @@ static size_t encode(const cld_labels_t *l, unsigned char *out) {
   return n;
 }
 
+/*
+ * Encodes a record as 'N' (NULL), 'E' + why (unreadable), 'I' + the valid
+ * byte (invalid) or 'R' + its attributes in key index order, each as index,
+ * length and bytes.
+ */
+static size_t encode_record(const cld_otel_record_t *r, unsigned char *out) {
+  size_t n = 0;
+  if (r->is_null) {
+    out[n++] = 'N';
+  } else if (r->error) {
+    out[n++] = 'E';
+    n += put_bytes(out + n, r->why, (uint32_t)strlen(r->why));
+  } else if (r->valid != 1) {
+    out[n++] = 'I';
+    out[n++] = r->valid;
+  } else {
+    out[n++] = 'R';
+    uint32_t count = (uint32_t)r->count;
+    memcpy(out + n, &count, 4);
+    n += 4;
+    for (size_t i = 0; i < r->count; i++) {
+      const cld_otel_entry_t *e = &r->entries[i];
+      out[n++] = e->key;
+      out[n++] = e->len;
+      memcpy(out + n, r->attrs_data + e->off, e->len);
+      n += e->len;
+    }
+  }
+  return n;
+}
+
+/* A read's key: its labels, then its record, each if the process has it. */
+static size_t encode(const read_t *read, unsigned char *out) {
+  size_t n = 0;
+  if (read->labels != NULL) n += encode_labels(read->labels, out);
+  if (read->record != NULL) n += encode_record(read->record, out + n);
+  return n;
+}
+
 static uint32_t get_u32(const unsigned char *p) {
   uint32_t v;
   memcpy(&v, p, 4);
@@ -218,32 +290,124 @@ static const unsigned char *next_label(const unsigned char *p, const unsigned ch
   return *v + *vl;
 }
 
-static void print_key_json(FILE *out, const unsigned char *key) {
-  fputs(", \"labels\": ", out);
-  if (key[0] == 'N' || key[0] == 'E') {
-    fputs("null", out);
-    if (key[0] == 'E') {
-      fputs(", \"error\": ", out);
-      cld_json_string(out, key + 5, get_u32(key + 1));
-    }
-    return;
-  }
+/* What a key holds, and what names its record's key indexes. */
+typedef struct {
+  bool labels, otel;
+  const cld_otel_ctx_t *ctx;
+} layout_t;
+
+/* Where the record part of a key starts: after its labels part, if any. */
+static const unsigned char *record_part(const layout_t *layout, const unsigned char *key) {
+  if (!layout->labels) return key;
+  if (key[0] == 'N') return key + 1;
+  if (key[0] == 'E') return key + 5 + get_u32(key + 1);
   uint32_t count = get_u32(key + 1);
   const unsigned char *p = key + 5;
-  fputc('{', out);
   for (uint32_t i = 0; i < count; i++) {
     const unsigned char *k, *v;
     uint32_t kl, vl;
     p = next_label(p, &k, &kl, &v, &vl);
-    if (i > 0) fputs(", ", out);
-    cld_json_string(out, k, kl);
-    fputs(": ", out);
-    cld_json_string(out, v, vl);
   }
-  fputc('}', out);
+  return p;
 }
 
-static void print_key_text(FILE *out, const unsigned char *key) {
+/* The key map's name for an index, or NULL when the map lacks it. */
+static const unsigned char *key_name(const layout_t *layout, uint8_t index, size_t *len) {
+  if (index >= cld_otel_ctx_nkeys(layout->ctx)) return NULL;
+  cld_span_t name = layout->ctx->keys[index];
+  *len = name.len;
+  return layout->ctx->payload + name.off;
+}
+
+/* The record part: "otel": null, {"error"}, {"valid": false} or {"attrs", "dropped"}. */
+static void print_record_json(FILE *out, const layout_t *layout, const unsigned char *p) {
+  fputs(", \"otel\": ", out);
+  if (p[0] == 'N') {
+    fputs("null", out);
+  } else if (p[0] == 'E') {
+    fputs("{\"error\": ", out);
+    cld_json_string(out, p + 5, get_u32(p + 1));
+    fputc('}', out);
+  } else if (p[0] == 'I') {
+    fputs("{\"valid\": false}", out);
+  } else {
+    uint32_t count = get_u32(p + 1), dropped = 0;
+    p += 5;
+    fputs("{\"attrs\": {", out);
+    bool first = true;
+    for (uint32_t i = 0; i < count; i++) {
+      size_t name_len;
+      const unsigned char *name = key_name(layout, p[0], &name_len);
+      if (name == NULL) {
+        dropped++;
+      } else {
+        if (!first) fputs(", ", out);
+        first = false;
+        cld_json_string(out, name, name_len);
+        fputs(": ", out);
+        cld_json_string(out, p + 2, p[1]);
+      }
+      p += 2 + p[1];
+    }
+    fprintf(out, "}, \"dropped\": %" PRIu32 "}", dropped);
+  }
+}
+
+static void print_record_text(FILE *out, const layout_t *layout, const unsigned char *p) {
+  if (p[0] == 'N') {
+    fputs("(null: no record)", out);
+  } else if (p[0] == 'E') {
+    fprintf(out, "(unreadable: %.*s)", (int)get_u32(p + 1), (const char *)p + 5);
+  } else if (p[0] == 'I') {
+    fprintf(out, "(invalid record: valid=0x%02x)", p[1]);
+  } else {
+    uint32_t count = get_u32(p + 1), dropped = 0, shown = 0;
+    p += 5;
+    for (uint32_t i = 0; i < count; i++) {
+      size_t name_len;
+      const unsigned char *name = key_name(layout, p[0], &name_len);
+      if (name == NULL) {
+        dropped++;
+      } else {
+        if (shown++ > 0) fputc(' ', out);
+        cld_text_label(out, name, name_len, p + 2, p[1]);
+      }
+      p += 2 + p[1];
+    }
+    if (shown == 0) fputs("(no attributes)", out);
+    if (dropped > 0) fprintf(out, " (%" PRIu32 " dropped: key index not in the key map)", dropped);
+  }
+}
+
+static void print_key_json(FILE *out, const layout_t *layout, const unsigned char *key) {
+  if (layout->labels) {
+    fputs(", \"labels\": ", out);
+    if (key[0] == 'N' || key[0] == 'E') {
+      fputs("null", out);
+      if (key[0] == 'E') {
+        fputs(", \"error\": ", out);
+        cld_json_string(out, key + 5, get_u32(key + 1));
+      }
+    } else {
+      uint32_t count = get_u32(key + 1);
+      const unsigned char *p = key + 5;
+      fputc('{', out);
+      for (uint32_t i = 0; i < count; i++) {
+        const unsigned char *k, *v;
+        uint32_t kl, vl;
+        p = next_label(p, &k, &kl, &v, &vl);
+        if (i > 0) fputs(", ", out);
+        cld_json_string(out, k, kl);
+        fputs(": ", out);
+        cld_json_string(out, v, vl);
+      }
+      fputc('}', out);
+    }
+  }
+  if (layout->otel) print_record_json(out, layout, record_part(layout, key));
+}
+
+static void print_labels_text(FILE *out, const unsigned char *key) {
   if (key[0] == 'N') {
     fputs("(null: no label set)", out);
     return;
@@ -265,6 +429,16 @@ static void print_key_text(FILE *out, const unsigned char *key) {
     if (i > 0) fputc(' ', out);
     cld_text_label(out, k, kl, v, vl);
   }
+}
+
+/* Labels, then "  otel: ..." when there is a record; or the record alone. */
+static void print_key_text(FILE *out, const layout_t *layout, const unsigned char *key) {
+  if (layout->labels) print_labels_text(out, key);
+  if (!layout->otel) return;
+  const unsigned char *record = record_part(layout, key);
+  if (layout->labels && record[0] == 'N') return;
+  if (layout->labels) fputs("  otel: ", out);
+  print_record_text(out, layout, record);
 }
 
 static void print_warnings_json(FILE *out, const char *warnings) {
@@ -311,7 +485,7 @@ static void forget_thread(thread_t *th) {
  * adds what started.  Returns false once the process is gone.
  */
 static bool scan(sampler_t *s) {
-  int e = cld_tasks_list(s->target->pid, &s->tasks);
+  int e = cld_tasks_list(s->process->pid, &s->tasks);
   if (e != 0 || s->tasks.count == 0) return false;
   qsort(s->tasks.tids, s->tasks.count, sizeof(pid_t), compare_tids);
   /* Keep the threads still listed, in place (both lists are sorted). */
@@ -347,13 +521,13 @@ static char thread_state(sampler_t *s, thread_t *th) {
   ssize_t n = -1;
   if (th->stat_fd < 0) {
     char path[96];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)s->target->pid, (int)th->tid);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)s->process->pid, (int)th->tid);
     /* Kept open while the thread lives; closed by forget_thread.  If we are
      * out of descriptors, it is opened for each read instead. */
     th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (th->stat_fd < 0) {
       if (errno != EMFILE && errno != ENFILE) return 0;
-      char state = cld_thread_state(s->target->pid, th->tid);
+      char state = cld_thread_state(s->process->pid, th->tid);
       return state;
     }
   }
@@ -387,34 +561,97 @@ static uint64_t pointer_of(const cld_labels_t *l) {
   return l->is_null ? 0 : l->set_address;
 }
 
-/* Reads a running thread's labels without stopping it (see the top). */
+static uint64_t record_pointer(const cld_otel_record_t *r) {
+  return r->is_null ? 0 : r->address;
+}
+
+/* Whether the variable still holds `pointer`; true when there is nothing
+ * to compare (no variable for this thread yet, or it cannot be read). */
+static bool unchanged(const cld_target_t *t, uint64_t tp, uint64_t pointer) {
+  uint64_t variable, now;
+  char why[192];
+  if (cld_variable_address(t, tp, &variable, why, sizeof(why)) != CLD_VAR_OK) return true;
+  if (cld_mem_read_u64(t->pid, variable, &now) != 0) return true;
+  return now == pointer;
+}
+
+/* One consistent read of the labels into s->labels, or false (see the top). */
+static bool labels_stable(sampler_t *s, thread_t *th) {
+  const cld_target_t *t = &s->process->labels;
+  cld_labels_t *l = s->labels, *check = s->check;
+  cld_read_thread(t, th->tp, l);
+  if (!unchanged(t, th->tp, pointer_of(l))) return false;
+  if (l->is_null) return true; /* one aligned word: cannot be torn */
+  cld_read_thread(t, th->tp, check);
+  if (!unchanged(t, th->tp, pointer_of(l)) || pointer_of(check) != pointer_of(l)) return false;
+  size_t n = encode_labels(l, s->key);
+  return encode_labels(check, s->check_key) == n && memcmp(s->key, s->check_key, n) == 0;
+}
+
+/* One consistent read of the record into s->record, or false. */
+static bool record_stable(sampler_t *s, thread_t *th) {
+  const cld_target_t *t = &s->process->otel;
+  cld_otel_record_t *r = s->record, *check = s->check_record;
+  cld_read_thread_otel(t, th->tp, ALL_KEYS, r);
+  if (!unchanged(t, th->tp, record_pointer(r))) return false;
+  if (r->is_null) return true;
+  cld_read_thread_otel(t, th->tp, ALL_KEYS, check);
+  if (!unchanged(t, th->tp, record_pointer(r)) || record_pointer(check) != record_pointer(r)) return false;
+  size_t n = encode_record(r, s->key);
+  return encode_record(check, s->check_key) == n && memcmp(s->key, s->check_key, n) == 0;
+}
+
+/*
+ * Reads a running thread's labels and record without stopping it (see the
+ * top): each part consistent on its own, then the labels' pointer once more,
+ * so that a thread that switched both between the two parts is read again
+ * rather than counted under a mix of the two.
+ */
 static void read_running(sampler_t *s, thread_t *th) {
-  const cld_target_t *t = s->target;
   cld_labels_t *l = s->labels;
-  cld_labels_t *check = s->check;
+  cld_otel_record_t *r = s->record;
   for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-    uint64_t variable, again;
-    char why[192];
-    cld_var_status_t status = cld_variable_address(t, th->tp, &variable, why, sizeof(why));
-    cld_read_thread(t, th->tp, l);
-    if (status != CLD_VAR_OK) return;
-    if (cld_mem_read_u64(t->pid, variable, &again) != 0) return;
-    if (again != pointer_of(l)) continue;
-    if (l->is_null) return; /* one aligned word: cannot be torn */
-    cld_read_thread(t, th->tp, check);
-    if (cld_mem_read_u64(t->pid, variable, &again) != 0) return;
-    if (again != pointer_of(l) || pointer_of(check) != pointer_of(l) || l->error != check->error) continue;
-    size_t n = encode(l, s->key);
-    if (encode(check, s->check_key) == n && memcmp(s->key, s->check_key, n) == 0) return;
+    if (l != NULL && !labels_stable(s, th)) continue;
+    if (r != NULL && !record_stable(s, th)) continue;
+    if (l != NULL && r != NULL && !unchanged(&s->process->labels, th->tp, pointer_of(l))) continue;
+    return;
   }
-  cld_labels_reset(l);
-  l->error = true;
-  snprintf(l->why, sizeof(l->why), "the set changed while it was read, %d times in a row", READ_ATTEMPTS);
+  if (l != NULL) {
+    cld_labels_reset(l);
+    l->error = true;
+    snprintf(l->why, sizeof(l->why), "the set changed while it was read, %d times in a row", READ_ATTEMPTS);
+  }
+  if (r != NULL) {
+    cld_otel_record_reset(r);
+    r->error = true;
+    snprintf(r->why, sizeof(r->why), "the record changed while it was read, %d times in a row",
+             READ_ATTEMPTS);
+  }
+}
+
+/* Marks the parts of a sample that could not be read. */
+static void unread(sampler_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void unread(sampler_t *s, const char *fmt, ...) {
+  char why[192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  if (s->labels != NULL) {
+    cld_labels_reset(s->labels);
+    s->labels->error = true;
+    snprintf(s->labels->why, sizeof(s->labels->why), "%s", why);
+  }
+  if (s->record != NULL) {
+    cld_otel_record_reset(s->record);
+    s->record->error = true;
+    snprintf(s->record->why, sizeof(s->record->why), "%s", why);
+  }
 }
 
 /* One sample of a running thread; false if it could not be taken at all. */
 static bool sample_thread(sampler_t *s, thread_t *th) {
-  cld_labels_t *l = s->labels;
   if (!th->have_tp) {
     cld_stop_t stop;
     int errnum;
@@ -429,29 +666,25 @@ static bool sample_thread(sampler_t *s, thread_t *th) {
       int e = cld_thread_pointer(th->tid, &th->tp);
       th->have_tp = e == 0;
       /* Read while it is stopped, like a profiler's first sample. */
-      if (e == 0) cld_read_thread(s->target, th->tp, l);
+      if (e == 0 && s->labels != NULL) cld_read_thread(&s->process->labels, th->tp, s->labels);
+      if (e == 0 && s->record != NULL) cld_read_thread_otel(&s->process->otel, th->tp, ALL_KEYS, s->record);
       cld_thread_resume(&stop);
-      if (e != 0) {
-        cld_labels_reset(l);
-        l->error = true;
-        snprintf(l->why, sizeof(l->why), "cannot read the thread pointer: %s", strerror(e));
-      }
+      if (e != 0) unread(s, "cannot read the thread pointer: %s", strerror(e));
     } else {
-      cld_labels_reset(l);
-      l->error = true;
-      snprintf(l->why, sizeof(l->why), "cannot stop the thread to find its thread pointer: %s",
-               status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
+      unread(s, "cannot stop the thread to find its thread pointer: %s",
+             status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
     }
   } else {
     read_running(s, th);
   }
   if (!th->have_name) {
-    cld_thread_name(s->target->pid, th->tid, th->name, sizeof(th->name));
+    cld_thread_name(s->process->pid, th->tid, th->name, sizeof(th->name));
     th->have_name = true;
   }
-  cld_labels_sort(l);
-  size_t n = encode(l, s->key);
-  table_add(&s->table, th->tid, th->name, s->key, n, l, 1);
+  if (s->labels != NULL) cld_labels_sort(s->labels);
+  read_t read = {s->labels, s->record};
+  size_t n = encode(&read, s->key);
+  table_add(&s->table, th->tid, th->name, s->key, n, &read, 1);
   s->samples++;
   return true;
 }
@@ -490,7 +723,8 @@ static entry_t **sorted_entries(const table_t *t, size_t *n) {
 }
 
 static int report(sampler_t *s, double seconds, cld_error_t *err) {
-  const cld_target_t *t = s->target;
+  const cld_process_t *p = s->process;
+  layout_t layout = {.labels = p->has_labels, .otel = s->record != NULL, .ctx = s->ctx};
   size_t n;
   if (s->options->json) {
     entry_t **list = sorted_entries(&s->table, &n);
@@ -499,7 +733,7 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
       entry_t *e = list[i];
       printf("{\"tid\": %d, \"name\": ", (int)e->tid);
       cld_json_string(stdout, (const unsigned char *)e->name, strlen(e->name));
-      print_key_json(stdout, e->key);
+      print_key_json(stdout, &layout, e->key);
       printf(", \"samples\": %" PRIu64, e->samples);
       print_warnings_json(stdout, e->warnings);
       fputs("}\n", stdout);
@@ -514,10 +748,17 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
     }
     sets.overflow += s->table.overflow;
     printf("process %d: %" PRIu64 " samples of running threads in %" PRIu64 " ticks at %u Hz over %.2f s\n",
-           (int)t->pid, s->samples, s->ticks, s->options->hz, seconds);
-    fputs("labels from ", stdout);
-    cld_text_plain(stdout, t->path);
-    fputc('\n', stdout);
+           (int)p->pid, s->samples, s->ticks, s->options->hz, seconds);
+    if (p->has_labels) {
+      fputs("labels from ", stdout);
+      cld_text_plain(stdout, p->labels.path);
+      fputc('\n', stdout);
+    }
+    if (s->record != NULL) {
+      fputs("OpenTelemetry thread context from ", stdout);
+      cld_text_plain(stdout, p->otel.path);
+      fprintf(stdout, "; attributes named by the key map of %zu keys\n", cld_otel_ctx_nkeys(s->ctx));
+    }
     entry_t **list = sorted_entries(&sets, &n);
     if (list == NULL) {
       table_free(&sets);
@@ -526,11 +767,11 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
     if (s->samples == 0) {
       printf("no thread was running at any tick\n");
     } else {
-      printf("%8s  %6s  %s\n", "SAMPLES", "SHARE", "LABELS");
+      printf("%8s  %6s  %s\n", "SAMPLES", "SHARE", p->has_labels ? "LABELS" : "OTEL");
       for (size_t i = 0; i < n; i++) {
         entry_t *e = list[i];
         printf("%8" PRIu64 "  %5.1f%%  ", e->samples, 100.0 * (double)e->samples / (double)s->samples);
-        print_key_text(stdout, e->key);
+        print_key_text(stdout, &layout, e->key);
         fputc('\n', stdout);
       }
       if (sets.overflow > 0)
@@ -565,7 +806,19 @@ static bool before(const struct timespec *a, const struct timespec *b) {
   return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-int cld_sample(const cld_target_t *t, const cld_sample_options_t *options, cld_error_t *err) {
+/*
+ * The process context that names the record attributes: the one read last,
+ * unless it knows fewer keys (the process exited, or it was changing).
+ */
+static void read_ctx(sampler_t *s) {
+  cld_otel_ctx_read(s->process->pid, s->spare_ctx);
+  if (cld_otel_ctx_nkeys(s->spare_ctx) < cld_otel_ctx_nkeys(s->ctx)) return;
+  cld_otel_ctx_t *old = s->ctx;
+  s->ctx = s->spare_ctx;
+  s->spare_ctx = old;
+}
+
+int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_error_t *err) {
   /*
    * Permission was checked when the ABI version was read (process_vm_readv
    * needs the same access as ptrace).  Threads are not stopped up front: a
@@ -574,15 +827,29 @@ int cld_sample(const cld_target_t *t, const cld_sample_options_t *options, cld_e
   int rc = 0;
   sampler_t s;
   memset(&s, 0, sizeof(s));
-  s.target = t;
+  s.process = p;
   s.options = options;
   /* All owned by `s` and freed at the end of this function. */
   s.threads = calloc(MAX_SAMPLED_THREADS, sizeof(*s.threads));
-  s.labels = malloc(sizeof(*s.labels));
   s.key = malloc(KEY_MAX);
-  s.check = malloc(sizeof(*s.check));
   s.check_key = malloc(KEY_MAX);
-  if (s.threads == NULL || s.labels == NULL || s.key == NULL || s.check == NULL || s.check_key == NULL) {
+  bool ok = s.threads != NULL && s.key != NULL && s.check_key != NULL;
+  if (p->has_labels) {
+    s.labels = malloc(sizeof(*s.labels));
+    s.check = malloc(sizeof(*s.check));
+    ok = ok && s.labels != NULL && s.check != NULL;
+  }
+  s.ctx = calloc(1, sizeof(*s.ctx));
+  s.spare_ctx = calloc(1, sizeof(*s.spare_ctx));
+  ok = ok && s.ctx != NULL && s.spare_ctx != NULL;
+  if (ok) read_ctx(&s);
+  /* Records are read if they are when sampling starts (cld_otel_in_use). */
+  if (ok && cld_otel_in_use(p, s.ctx)) {
+    s.record = malloc(sizeof(*s.record));
+    s.check_record = malloc(sizeof(*s.check_record));
+    ok = s.record != NULL && s.check_record != NULL;
+  }
+  if (!ok) {
     rc = cld_fail(err, CLD_EXIT_ERROR, "out of memory");
     goto done;
   }
@@ -613,25 +880,26 @@ int cld_sample(const cld_target_t *t, const cld_sample_options_t *options, cld_e
     rc = cld_fail(err, CLD_EXIT_PERM,
                   "permission denied: thread %d of process %d is already traced by process %d "
                   "(a debugger?); detach it and retry",
-                  (int)s.refused_tid, (int)t->pid, (int)cld_tracer_of(s.refused_tid));
+                  (int)s.refused_tid, (int)p->pid, (int)cld_tracer_of(s.refused_tid));
     goto done;
   }
   if (s.refused == CLD_STOP_EPERM) {
-    rc = cld_proc_error(err, t->pid, EPERM, "attach with ptrace to the threads");
+    rc = cld_proc_error(err, p->pid, EPERM, "attach with ptrace to the threads");
     goto done;
   }
   if (s.gone && s.ticks == 0) {
-    rc = cld_fail(err, CLD_EXIT_NOPROC, "no such process: %d exited before it could be sampled", (int)t->pid);
+    rc = cld_fail(err, CLD_EXIT_NOPROC, "no such process: %d exited before it could be sampled", (int)p->pid);
     goto done;
   }
+  if (!s.gone && s.record != NULL) read_ctx(&s);
   /* A process that is still there must still be one the user may read
    * (privilege.c); one that exited was checked at every thread it had. */
   if (!s.gone && options->guard != NULL) {
-    rc = cld_guard_check(options->guard, t->pid, err);
+    rc = cld_guard_check(options->guard, p->pid, err);
     if (rc != 0) goto done;
   }
   rc = report(&s, elapsed, err);
-  if (s.gone) fprintf(stderr, "customlabels-dump: process %d exited after %.2f s; sampled until then\n", (int)t->pid, elapsed);
+  if (s.gone) fprintf(stderr, "customlabels-dump: process %d exited after %.2f s; sampled until then\n", (int)p->pid, elapsed);
   if (cld_stop_requested())
     fprintf(stderr, "customlabels-dump: interrupted after %.2f s; sampled until then\n", elapsed);
   if (s.late * 10 > s.ticks + s.late)
@@ -645,6 +913,10 @@ done:
   free(s.key);
   free(s.check);
   free(s.check_key);
+  free(s.record);
+  free(s.check_record);
+  free(s.ctx);
+  free(s.spare_ctx);
   cld_tasks_free(&s.tasks);
   table_free(&s.table);
   return rc;

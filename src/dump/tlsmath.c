@@ -13,6 +13,8 @@ const cld_arch_t cld_arch_x86_64 = {
     .e_machine = EM_X86_64,
     .r_tlsdesc = R_X86_64_TLSDESC,
     .r_tlsdesc_name = "R_X86_64_TLSDESC",
+    .r_tpoff = R_X86_64_TPOFF64,
+    .r_dtpmod = R_X86_64_DTPMOD64,
     .variant = CLD_TLS_VARIANT_II,
     .tcb_size = 0,
     /* tcbhead_t begins { void *tcb; dtv_t *dtv; ... } at %fs:0. */
@@ -25,6 +27,8 @@ const cld_arch_t cld_arch_aarch64 = {
     .e_machine = EM_AARCH64,
     .r_tlsdesc = R_AARCH64_TLSDESC,
     .r_tlsdesc_name = "R_AARCH64_TLSDESC",
+    .r_tpoff = R_AARCH64_TLS_TPREL,
+    .r_dtpmod = R_AARCH64_TLS_DTPMOD,
     .variant = CLD_TLS_VARIANT_I,
     /* tcbhead_t is { dtv_t *dtv; void *private; } at TPIDR_EL0. */
     .tcb_size = 16,

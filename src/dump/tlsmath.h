@@ -1,5 +1,6 @@
 /*
- * Where a thread's custom_labels_current_set lives, as pure arithmetic.
+ * Where a thread's custom_labels_current_set (or otel_thread_ctx_v1) lives,
+ * as pure arithmetic.
  *
  * Nothing declared here reads memory or calls the kernel: every function
  * takes the numbers a reader found (ELF headers, a thread pointer, words read
@@ -27,6 +28,8 @@ typedef struct {
   uint16_t e_machine;        /* EM_X86_64 or EM_AARCH64 */
   uint32_t r_tlsdesc;        /* R_X86_64_TLSDESC or R_AARCH64_TLSDESC */
   const char *r_tlsdesc_name;
+  uint32_t r_tpoff;          /* initial-exec GOT word: R_X86_64_TPOFF64, R_AARCH64_TLS_TPREL */
+  uint32_t r_dtpmod;         /* legacy global-dynamic GOT pair: R_X86_64_DTPMOD64, R_AARCH64_TLS_DTPMOD */
   cld_tls_variant_t variant;
   uint64_t tcb_size;         /* variant I: TCB bytes from the thread pointer to the first block */
   int64_t dtv_slot;          /* where the DTV pointer is, relative to the thread pointer */

@@ -44,6 +44,10 @@ static void test_arch_constants(void) {
   check(cld_arch_aarch64.r_tlsdesc == 1031, "aarch64 TLSDESC relocation is 1031");
   check(cld_arch_aarch64.variant == CLD_TLS_VARIANT_I, "aarch64 uses TLS variant I");
   check(cld_arch_aarch64.tcb_size == 16, "aarch64 TCB is 16 bytes");
+  check(cld_arch_x86_64.r_tpoff == 18 && cld_arch_x86_64.r_dtpmod == 16,
+        "x86-64 TPOFF64 is 18, DTPMOD64 is 16");
+  check(cld_arch_aarch64.r_tpoff == 1030 && cld_arch_aarch64.r_dtpmod == 1028,
+        "aarch64 TLS_TPREL is 1030, TLS_DTPMOD is 1028");
 }
 
 static void test_exe_offsets_x86_64(void) {
