@@ -176,7 +176,7 @@ async function micro(node, o, info) {
   const sync24 = info.major >= 24;
   const cases = [
     { name: 'sync', title: 'sync withLabels, new set each call', target: sync24 ? 1.3 : 2.0,
-      extra: floorsToo ? ['floor-check', 'plain', 'part-derive'] : ['floor-check'] },
+      extra: floorsToo ? ['floor-check', 'floor-bytes', 'plain', 'part-derive'] : ['floor-check', 'floor-bytes'] },
     { name: 'sync-fixed', title: 'sync withLabels, fixed labels', target: null,
       extra: floorsToo ? ['floor-check', 'plain', 'part-derive', 'part-run'] : ['floor-check'] },
     { name: 'await-in', title: 'await null inside labels', target: 1.10, against: 'floor-read',
@@ -184,7 +184,7 @@ async function micro(node, o, info) {
     { name: 'await-out', title: 'await null outside labels (after use)', target: 1.10, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
     { name: 'request', title: 'request: 100 concurrent x 5 awaits, new set each', target: 1.15, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-all'] },
+      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'floor-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-all', 'floor-bytes'] },
     { name: 'request-fixed', title: 'request, the same 100 sets each batch', target: null, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'part-run'] : ['floor-mech', 'floor-read'] },
   ];
@@ -387,9 +387,10 @@ async function benchOne(nodeSpec, o) {
       // Against AsyncLocalStorage.run, or against the floor the target names.
       const ref = c.against ? c.med[c.against] : c.med.baseline;
       const ratio = c.med.labels / ref;
-      const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']]]
-        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['reading+checks', c.med['floor-all']]],
-      (x) => fmtNs(x, c.unit));
+      const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']], ['checks+bytes', c.med['floor-bytes']]]
+        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']]],
+      (x) => fmtNs(x, c.unit)) +
+        (c.against && Number.isFinite(c.med['floor-bytes']) ? `; +bytes is ${fmtRatio(c.med['floor-bytes'] / ref)} of ${c.against}` : '');
       rows.push([
         c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit),
         `${fmtRatio(ratio)}${c.against ? ` of ${c.against}` : ''} (vs ALS ${fmtRatio(c.med.labels / c.med.baseline)})`, `<= ${c.target}x`,
@@ -445,7 +446,10 @@ async function benchOne(nodeSpec, o) {
     say('  checks = withLabels\'s input checks (plain object, value types) before als.run;');
     say('  empty = the hooks of the mechanism lib/context.js picks, with empty bodies;');
     say('  reading = those hooks, before reading the current store (the least a hook must learn);');
-    say('  reading+checks = both: the least a request must cost with this mechanism.');
+    say('  reading+checks = both: the least a request must cost with this mechanism;');
+    say('  +bytes = and the least the design must do for a set with a new value: copy that value\'s bytes (the unique');
+    say('    trace id) into memory a profiler reads, a character at a time, and store a pointer on entry and exit.');
+    say('  A target below its case\'s +bytes floor cannot be met by any implementation of this design on this machine.');
   }
   if (floorRows.length) {
     say();

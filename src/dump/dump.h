@@ -11,6 +11,7 @@
 #ifndef CLD_DUMP_H
 #define CLD_DUMP_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -313,6 +314,9 @@ typedef struct {
 } cld_otel_record_t;
 
 void cld_otel_record_reset(cld_otel_record_t *r);
+/* Marks a thread's labels and record (either may be NULL) as unreadable,
+ * with the reason as printf formats it. */
+void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, va_list ap);
 /*
  * Reads the record that the pointer at `variable` designates, as OTEP 4947
  * says: the 28-byte header, then (if valid) at most CLD_OTEL_ATTRS_MAX bytes

@@ -17,6 +17,21 @@
 
 #include "dump.h"
 
+void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, va_list ap) {
+  char why[192];
+  vsnprintf(why, sizeof(why), fmt, ap);
+  if (labels != NULL) {
+    cld_labels_reset(labels);
+    labels->error = true;
+    snprintf(labels->why, sizeof(labels->why), "%s", why);
+  }
+  if (record != NULL) {
+    cld_otel_record_reset(record);
+    record->error = true;
+    snprintf(record->why, sizeof(record->why), "%s", why);
+  }
+}
+
 void cld_labels_reset(cld_labels_t *labels) {
   labels->is_null = false;
   labels->error = false;

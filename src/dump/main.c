@@ -269,21 +269,10 @@ static void scratch_free(scratch_t *s) {
 static void unread(scratch_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void unread(scratch_t *s, const char *fmt, ...) {
-  char why[192];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
+  cld_unreadv(s->labels, s->record, fmt, ap);
   va_end(ap);
-  if (s->labels != NULL) {
-    cld_labels_reset(s->labels);
-    s->labels->error = true;
-    snprintf(s->labels->why, sizeof(s->labels->why), "%s", why);
-  }
-  if (s->record != NULL) {
-    cld_otel_record_reset(s->record);
-    s->record->error = true;
-    snprintf(s->record->why, sizeof(s->record->why), "%s", why);
-  }
 }
 
 /* Reads the process context again if the record names a key it lacks. */

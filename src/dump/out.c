@@ -232,8 +232,6 @@ static void write_double(FILE *out, double d) {
   fputs(buf, out);
 }
 
-static void json_any(FILE *out, const unsigned char *bytes, size_t len, int depth);
-static void text_any(FILE *out, const unsigned char *bytes, size_t len, int depth);
 
 /* The LEN fields numbered 1 of a message: ArrayValue.values, KeyValueList.values. */
 static bool next_element(cld_pb_reader_t *r, cld_pb_field_t *f) {
@@ -257,59 +255,31 @@ static void keyvalue(const cld_pb_field_t *kv, cld_pb_field_t *key, cld_pb_field
 }
 
 /*
- * An AnyValue as JSON: strings as strings, bools, ints and doubles as JSON
- * numbers (a double that is not finite as null), bytes as a hex string,
- * arrays as arrays, kvlists as objects, and no value as null.  The payload
- * was validated to CLD_OTEL_MAX_VALUE_DEPTH; the depth check only guards.
+ * How an AnyValue is written: JSON (strings as strings, bools, ints and
+ * doubles as JSON numbers, a double that is not finite as null, bytes as a
+ * hex string, arrays as arrays, kvlists as objects, no value as null) or the
+ * table's style (bare keys where plain, key=value pairs, nan/inf, 0x bytes).
  */
-static void json_any(FILE *out, const unsigned char *bytes, size_t len, int depth) {
-  cld_pb_field_t v;
-  if (depth > CLD_OTEL_MAX_VALUE_DEPTH || !cld_otel_any_value(bytes, len, &v)) {
-    fputs("null", out);
-    return;
-  }
-  cld_pb_reader_t r;
-  cld_pb_field_t f, key, value;
-  bool first = true;
-  double d;
-  switch (v.number) {
-    case 1: cld_json_string(out, v.bytes, v.len); break;
-    case 2: fputs(v.value != 0 ? "true" : "false", out); break;
-    case 3: fprintf(out, "%" PRId64, (int64_t)v.value); break;
-    case 4:
-      memcpy(&d, &v.value, sizeof(d));
-      if (isfinite(d)) write_double(out, d);
-      else fputs("null", out);
-      break;
-    case 5:
-      fputc('[', out);
-      cld_pb_init(&r, v.bytes, v.len);
-      while (next_element(&r, &f)) {
-        if (!first) fputs(", ", out);
-        first = false;
-        json_any(out, f.bytes, f.len, depth + 1);
-      }
-      fputc(']', out);
-      break;
-    case 6:
-      fputc('{', out);
-      cld_pb_init(&r, v.bytes, v.len);
-      while (next_element(&r, &f)) {
-        if (!first) fputs(", ", out);
-        first = false;
-        keyvalue(&f, &key, &value);
-        cld_json_string(out, key.bytes, key.len);
-        fputs(": ", out);
-        json_any(out, value.bytes, value.len, depth + 1);
-      }
-      fputc('}', out);
-      break;
-    default: json_hex(out, v.bytes, v.len); break;
-  }
+typedef struct {
+  void (*string)(FILE *out, const unsigned char *s, size_t len);
+  void (*key)(FILE *out, const unsigned char *s, size_t len);
+  void (*bytes)(FILE *out, const uint8_t *bytes, size_t n);
+  bool nonfinite_null; /* JSON has no NaN or infinities */
+  const char *array_sep; /* between array elements */
+  const char *list_sep; /* between kvlist pairs */
+  const char *pair_sep; /* between a kvlist key and its value */
+} any_style_t;
+
+static void table_hex(FILE *out, const uint8_t *bytes, size_t n) {
+  fputs("0x", out);
+  hex(out, bytes, n);
 }
 
-/* An AnyValue for the table, like json_any but in the table's style. */
-static void text_any(FILE *out, const unsigned char *bytes, size_t len, int depth) {
+static const any_style_t json_style = {cld_json_string, cld_json_string, json_hex, true, ", ", ", ", ": "};
+static const any_style_t text_style = {cld_text_string, text_key, table_hex, false, ", ", " ", "="};
+
+/* The payload was validated to CLD_OTEL_MAX_VALUE_DEPTH; the depth check only guards. */
+static void write_any(FILE *out, const any_style_t *style, const unsigned char *bytes, size_t len, int depth) {
   cld_pb_field_t v;
   if (depth > CLD_OTEL_MAX_VALUE_DEPTH || !cld_otel_any_value(bytes, len, &v)) {
     fputs("null", out);
@@ -320,41 +290,34 @@ static void text_any(FILE *out, const unsigned char *bytes, size_t len, int dept
   bool first = true;
   double d;
   switch (v.number) {
-    case 1: cld_text_string(out, v.bytes, v.len); break;
+    case 1: style->string(out, v.bytes, v.len); break;
     case 2: fputs(v.value != 0 ? "true" : "false", out); break;
     case 3: fprintf(out, "%" PRId64, (int64_t)v.value); break;
     case 4:
       memcpy(&d, &v.value, sizeof(d));
       if (isfinite(d)) write_double(out, d);
+      else if (style->nonfinite_null) fputs("null", out);
       else fputs(isnan(d) ? "nan" : d > 0 ? "inf" : "-inf", out);
       break;
     case 5:
-      fputc('[', out);
-      cld_pb_init(&r, v.bytes, v.len);
-      while (next_element(&r, &f)) {
-        if (!first) fputs(", ", out);
-        first = false;
-        text_any(out, f.bytes, f.len, depth + 1);
-      }
-      fputc(']', out);
-      break;
     case 6:
-      fputc('{', out);
+      fputc(v.number == 5 ? '[' : '{', out);
       cld_pb_init(&r, v.bytes, v.len);
       while (next_element(&r, &f)) {
-        if (!first) fputc(' ', out);
+        if (!first) fputs(v.number == 5 ? style->array_sep : style->list_sep, out);
         first = false;
+        if (v.number == 5) {
+          write_any(out, style, f.bytes, f.len, depth + 1);
+          continue;
+        }
         keyvalue(&f, &key, &value);
-        text_key(out, key.bytes, key.len);
-        fputc('=', out);
-        text_any(out, value.bytes, value.len, depth + 1);
+        style->key(out, key.bytes, key.len);
+        fputs(style->pair_sep, out);
+        write_any(out, style, value.bytes, value.len, depth + 1);
       }
-      fputc('}', out);
+      fputc(v.number == 5 ? ']' : '}', out);
       break;
-    default:
-      fputs("0x", out);
-      hex(out, v.bytes, v.len);
-      break;
+    default: style->bytes(out, v.bytes, v.len); break;
   }
 }
 
@@ -369,7 +332,7 @@ static void json_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel
     if (i > 0) fputs(", ", out);
     cld_json_string(out, at(ctx, list[i].key), list[i].key.len);
     fputs(": ", out);
-    json_any(out, at(ctx, list[i].value), list[i].value.len, 1);
+    write_any(out, &json_style, at(ctx, list[i].value), list[i].value.len, 1);
   }
   fputc('}', out);
 }
@@ -428,7 +391,7 @@ static void text_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel
     if (i > 0) fputc(' ', out);
     text_key(out, at(ctx, list[i].key), list[i].key.len);
     fputc('=', out);
-    text_any(out, at(ctx, list[i].value), list[i].value.len, 1);
+    write_any(out, &text_style, at(ctx, list[i].value), list[i].value.len, 1);
   }
 }
 
