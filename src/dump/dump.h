@@ -317,6 +317,8 @@ void cld_otel_record_reset(cld_otel_record_t *r);
 /* Marks a thread's labels and record (either may be NULL) as unreadable,
  * with the reason as printf formats it. */
 void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, va_list ap);
+void cld_unread(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /*
  * Reads the record that the pointer at `variable` designates, as OTEP 4947
  * says: the 28-byte header, then (if valid) at most CLD_OTEL_ATTRS_MAX bytes

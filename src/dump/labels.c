@@ -32,6 +32,13 @@ void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fm
   }
 }
 
+void cld_unread(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cld_unreadv(labels, record, fmt, ap);
+  va_end(ap);
+}
+
 void cld_labels_reset(cld_labels_t *labels) {
   labels->is_null = false;
   labels->error = false;

@@ -616,17 +616,8 @@ static void read_running(sampler_t *s, thread_t *th) {
     if (l != NULL && r != NULL && !unchanged(&s->process->labels, th->tp, pointer_of(l))) continue;
     return;
   }
-  if (l != NULL) {
-    cld_labels_reset(l);
-    l->error = true;
-    snprintf(l->why, sizeof(l->why), "the set changed while it was read, %d times in a row", READ_ATTEMPTS);
-  }
-  if (r != NULL) {
-    cld_otel_record_reset(r);
-    r->error = true;
-    snprintf(r->why, sizeof(r->why), "the record changed while it was read, %d times in a row",
-             READ_ATTEMPTS);
-  }
+  cld_unread(l, NULL, "the set changed while it was read, %d times in a row", READ_ATTEMPTS);
+  cld_unread(NULL, r, "the record changed while it was read, %d times in a row", READ_ATTEMPTS);
 }
 
 /* Marks the parts of a sample that could not be read. */
