@@ -11,14 +11,13 @@
 const assert = require('node:assert/strict');
 const { spawn, spawnSync, execFile } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { promisify } = require('node:util');
 const { cc: CC, emulated, why, skipUnderEmulation } = require('./helpers/emulation');
 
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
-const FIXTURES = path.join(__dirname, 'fixtures');
+const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'src', 'dump');
 const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? 'desc' : 'gnu2';
@@ -180,11 +179,8 @@ describe('customlabels-dump: OpenTelemetry thread and process context', function
   before(async function () {
     if (!supported) this.skip();
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-otel-'));
-    const cc = promisify(execFile);
-    const gcc = (...args) => cc(CC, ['-std=gnu11', '-O1', '-g', '-Wall', '-Wextra', ...args]);
-    const f = (name) => path.join(FIXTURES, name);
-    const out = (name) => (bin[name] = path.join(tmp, name));
+    const { dir, gcc, src: f, out } = fixtureBuilder('customlabels-dump-otel-', bin);
+    tmp = dir;
     const lib = ['-fPIC', '-shared'];
     await Promise.all([
       // No file-name rule: these names match nothing of the Custom Label ABI.

@@ -18,7 +18,7 @@ const { cc: CC, why, skipUnderEmulation } = require('./helpers/emulation');
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const LAUNCHER = path.join(root, 'bin', 'customlabels-dump.js');
-const FIXTURES = path.join(__dirname, 'fixtures');
+const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'src', 'dump');
 const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
@@ -195,11 +195,8 @@ describe('customlabels-dump', function () {
   before(async function () {
     if (!supported) this.skip();
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-test-'));
-    const cc = promisify(execFile);
-    const gcc = (...args) => cc(CC, ['-std=gnu11', '-O1', '-g', '-Wall', '-Wextra', ...args]);
-    const f = (name) => path.join(FIXTURES, name);
-    const out = (name) => (bin[name] = path.join(tmp, name));
+    const { dir, gcc, src: f, out } = fixtureBuilder('customlabels-dump-test-', bin);
+    tmp = dir;
     const lib = ['-fPIC', '-shared', '-ftls-model=global-dynamic', TLS_DIALECT];
     await Promise.all([
       gcc('-pthread', '-rdynamic', '-o', out('abi_exe'), f('abi_exe.c')),

@@ -301,6 +301,21 @@ static int use_dtpmod(cld_target_t *t, uint64_t bias, const cld_elf_tls_symbol_t
 }
 
 /*
+ * Where module `c` is loaded: the difference between its addresses in the
+ * process and in its file.  Fails when its lowest mapping is not its first
+ * PT_LOAD segment, since the difference cannot be told then.
+ */
+static int module_bias(const candidate_t *c, const cld_elf_t *elf, uint64_t *bias,
+                       cld_error_t *err) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (cld_elf_bias(elf, c->start, c->offset, page > 0 ? (uint64_t)page : 4096, bias)) return 0;
+  return cld_fail(err, CLD_EXIT_ERROR,
+                  "%s: its lowest mapping (offset 0x%" PRIx64 ") is not its first PT_LOAD segment; "
+                  "cannot compute where it is loaded",
+                  c->path, c->offset);
+}
+
+/*
  * Works out how the variable `sym` of module `c` is reached: at a fixed
  * offset in the executable's block, or through its relocations in a shared
  * object.  Call with `t` set up by init_target().
@@ -308,14 +323,9 @@ static int use_dtpmod(cld_target_t *t, uint64_t bias, const cld_elf_tls_symbol_t
 static int reach_variable(pid_t pid, const candidate_t *c, const cld_elf_t *elf,
                           const cld_elf_tls_symbol_t *sym, cld_target_t *t, FILE *warn,
                           cld_error_t *err) {
-  long page = sysconf(_SC_PAGESIZE);
   uint64_t bias;
-  if (!cld_elf_bias(elf, c->start, c->offset, page > 0 ? (uint64_t)page : 4096, &bias)) {
-    return cld_fail(err, CLD_EXIT_ERROR,
-                    "%s: its lowest mapping (offset 0x%" PRIx64 ") is not its first PT_LOAD segment; "
-                    "cannot compute where it is loaded",
-                    c->path, c->offset);
-  }
+  int failed = module_bias(c, elf, &bias, err);
+  if (failed) return failed;
   snprintf(t->path, sizeof(t->path), "%s", c->path);
   t->is_exe = c->is_exe;
   t->tls_memsz = elf->tls_memsz;
@@ -390,14 +400,9 @@ static int use_module(pid_t pid, const candidate_t *c, const cld_elf_t *elf, cld
                     " bytes, not the 4 bytes of version 1; this reader supports only version 1",
                     c->path, elf->version_size);
   }
-  long page = sysconf(_SC_PAGESIZE);
   uint64_t bias;
-  if (!cld_elf_bias(elf, c->start, c->offset, page > 0 ? (uint64_t)page : 4096, &bias)) {
-    return cld_fail(err, CLD_EXIT_ERROR,
-                    "%s: its lowest mapping (offset 0x%" PRIx64 ") is not its first PT_LOAD segment; "
-                    "cannot compute where it is loaded",
-                    c->path, c->offset);
-  }
+  int failed = module_bias(c, elf, &bias, err);
+  if (failed) return failed;
   uint32_t version;
   int e = cld_mem_read(pid, bias + elf->version_value, &version, sizeof(version));
   if (e == EPERM || e == EACCES || e == ESRCH) return cld_proc_error(err, pid, e, "read the memory");
