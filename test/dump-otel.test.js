@@ -9,7 +9,7 @@
 // test of the decoders.
 
 const assert = require('node:assert/strict');
-const { spawn, spawnSync, execFile } = require('node:child_process');
+const { spawnSync, execFile } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
@@ -25,45 +25,8 @@ const LEGACY_DIALECT = process.arch === 'arm64' ? 'trad' : 'gnu';
 // What the table prints for a static TLS offset.
 const STATIC = process.arch === 'arm64' ? 'TPIDR_EL0\\+(\\d+)' : 'fs_base-(\\d+)';
 
-// ---------------------------------------------------------------------------
-// Children, as in test/dump.test.js: every process a test starts is killed
-// after it, on every path.
-
-const live = new Set();
-
-function killAll() {
-  for (const child of live) {
-    try { child.stdin?.end(); } catch { /* already closed */ }
-    try { child.kill('SIGKILL'); } catch { /* already gone */ }
-  }
-  live.clear();
-}
-
-// Starts a fixture and waits for its "ready" line; C fixtures print
-// "thread ROLE TID" lines before it.
-function startFixture(command, args, { timeout = 15000 } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    live.add(child);
-    child.on('exit', () => live.delete(child));
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${path.basename(command)} not ready after ${timeout} ms: ${out}${err}`)), timeout);
-    child.stderr.on('data', (d) => { err += d; });
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (!/^ready/m.test(out)) return;
-      clearTimeout(timer);
-      const roles = {};
-      for (const m of out.matchAll(/^thread (\S+) (\d+)$/gm)) roles[m[1]] = Number(m[2]);
-      resolve({ child, pid: child.pid, roles, out });
-    });
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`${path.basename(command)} exited (${code ?? signal}) before it was ready: ${out}${err}`));
-    });
-  });
-}
+// Children: every process a test starts is killed after it, on every path.
+const { killAll, startFixture } = require('./helpers/children');
 
 // Runs customlabels-dump to completion; a hang fails the test.
 function runDump(args, { timeout = 20000 } = {}) {

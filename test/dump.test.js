@@ -28,48 +28,8 @@ function have(command, args = ['--version']) {
   return r.status === 0;
 }
 
-// ---------------------------------------------------------------------------
 // Children: every process a test starts is killed after it, on every path.
-
-const live = new Set();
-
-function track(child) {
-  live.add(child);
-  child.on('exit', () => live.delete(child));
-  return child;
-}
-
-function killAll() {
-  for (const child of live) {
-    try { child.stdin?.end(); } catch { /* already closed */ }
-    try { child.kill('SIGKILL'); } catch { /* already gone */ }
-  }
-  live.clear();
-}
-
-// Starts a fixture and waits for its "ready" line.  C fixtures print
-// "thread ROLE TID" lines first; node_target.js prints "ready PID".
-function startFixture(command, args, { timeout = 15000, uid, gid, cwd } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = track(spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], uid, gid, cwd }));
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${path.basename(command)} not ready after ${timeout} ms: ${out}${err}`)), timeout);
-    child.stderr.on('data', (d) => { err += d; });
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (!/^ready/m.test(out)) return;
-      clearTimeout(timer);
-      const roles = {};
-      for (const m of out.matchAll(/^thread (\S+) (\d+)$/gm)) roles[m[1]] = Number(m[2]);
-      resolve({ child, pid: child.pid, roles });
-    });
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`${path.basename(command)} exited (${code ?? signal}) before it was ready: ${out}${err}`));
-    });
-  });
-}
+const { track, killAll, startFixture } = require('./helpers/children');
 
 // Runs customlabels-dump to completion.  A timeout fails the test: the tool
 // must never hang.

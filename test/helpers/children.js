@@ -1,0 +1,49 @@
+'use strict';
+// The processes the customlabels-dump tests start: every one is recorded
+// so that an afterEach can kill it on every path, passed or failed.
+
+const { spawn } = require('node:child_process');
+const path = require('node:path');
+
+const live = new Set();
+
+function track(child) {
+  live.add(child);
+  child.on('exit', () => live.delete(child));
+  return child;
+}
+
+function killAll() {
+  for (const child of live) {
+    try { child.stdin?.end(); } catch { /* already closed */ }
+    try { child.kill('SIGKILL'); } catch { /* already gone */ }
+  }
+  live.clear();
+}
+
+// Starts a fixture and waits for its "ready" line.  C fixtures print
+// "thread ROLE TID" lines first, returned as roles; Node fixtures print
+// "ready PID".  `out` is everything the fixture printed up to then.
+function startFixture(command, args, { timeout = 15000, uid, gid, cwd } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = track(spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], uid, gid, cwd }));
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`${path.basename(command)} not ready after ${timeout} ms: ${out}${err}`)), timeout);
+    child.stderr.on('data', (d) => { err += d; });
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (!/^ready/m.test(out)) return;
+      clearTimeout(timer);
+      const roles = {};
+      for (const m of out.matchAll(/^thread (\S+) (\d+)$/gm)) roles[m[1]] = Number(m[2]);
+      resolve({ child, pid: child.pid, roles, out });
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${path.basename(command)} exited (${code ?? signal}) before it was ready: ${out}${err}`));
+    });
+  });
+}
+
+module.exports = { track, killAll, startFixture };
