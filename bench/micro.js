@@ -25,6 +25,11 @@
 //              character at a time, and store a pointer on entry and on
 //              exit.  Lower than any real implementation: no set object, no
 //              entries, and route and user taken as already written.
+//   minimal    floor-all, with each labels object made into a set by the
+//              minimal writer of bench/minimal.js (a lower bound of writing
+//              the set's ABI bytes in JavaScript; sync and request cases),
+//              that set as the store, and its address stored on entry and
+//              exit (diagnostic: run.js does not run it)
 //   part-derive / part-run: the two halves of withLabels, through lib/'s
 //              internal modules (diagnostic; may break when lib/ changes):
 //              sync*: derive() alone / context.run() with a prebuilt set;
@@ -53,21 +58,13 @@ const REQ_USERS = Array.from({ length: 100 }, (_, i) => `user-${1000 + i}`);
 const REQ_TRACES = Array.from({ length: 100 }, (_, i) => `trace-${String(i).padStart(12, '0')}`);
 
 // The realistic workload (the default cases): what a service labels each
-// request with.  A route from 20, a user from 1000, and a trace id unique to
-// the request: 32 lowercase hex characters, as W3C trace context carries it.
-// The ids are made up front (a service reads them from a header), 65536 of
-// them, so no two calls within 65536 share one.
-const ROUTES = Array.from({ length: 20 }, (_, i) => `/api/v1/resource${i}/:id`);
-const USERS = Array.from({ length: 1000 }, (_, i) => `user-${100000 + i * 7}`);
-const TRACE_IDS = Array.from({ length: 65536 }, (_, i) => {
-  const x = Math.imul(i + 1, 0x9e3779b1) >>> 0;
-  return (x.toString(16).padStart(8, '0') + (i * 2654435761 % 4294967296).toString(16).padStart(8, '0')).repeat(2);
-});
+// request with (bench/workload.js): a route from 20, a user from 1000, and a
+// trace id unique to the request.  The sync case builds the same literal
+// at the call; the request case takes it from realistic().
+const workload = require('./workload');
+const { ROUTES, USERS, TRACE_IDS } = workload;
+const realistic = workload.requests();
 let nextCall = 0;
-function realistic() {
-  const i = nextCall++;
-  return { route: ROUTES[i % 20], user: USERS[(i * 7) % 1000], trace: TRACE_IDS[i & 65535] };
-}
 
 // ---------------------------------------------------------------------------
 // What the variant runs work in.
@@ -111,7 +108,7 @@ function setup() {
   const als = new AsyncLocalStorage();
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
-  if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes') {
+  if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes' || variant === 'minimal') {
     // The input checks withLabels makes on every call (a plain object,
     // values of the allowed types, fn a function; symbol keys are not
     // read), then als.run: what the API costs before any label work.
@@ -155,10 +152,29 @@ function setup() {
         }
       };
     }
-    // floor-all and floor-bytes go on to add the reading hooks.
+    if (variant === 'minimal') {
+      if (caseName !== 'sync' && caseName !== 'request') throw new Error('minimal is for the sync and request cases');
+      const { read, minimalWriter } = require('./minimal');
+      const write = minimalWriter(Object.keys(realistic()));
+      const pointer = new BigUint64Array(1);
+      runIn = (labels, fn) => {
+        check(labels, fn);
+        const set = write(read(labels));
+        const prior = als.getStore();
+        als.enterWith(set);
+        pointer[0] = set.word;
+        try {
+          return fn();
+        } finally {
+          als.enterWith(prior);
+          pointer[0] = 0n;
+        }
+      };
+    }
+    // floor-all, floor-bytes and minimal go on to add the reading hooks.
     if (variant === 'floor-check') return;
   }
-  const floor = floors[variant === 'floor-all' || variant === 'floor-bytes' ? 'floor-read' : variant];
+  const floor = floors[variant === 'floor-all' || variant === 'floor-bytes' || variant === 'minimal' ? 'floor-read' : variant];
   if (!floor) throw new Error(`unknown variant ${variant}`);
   mechanism = floor(als);
   if (mechanism === null) {

@@ -1,0 +1,78 @@
+'use strict';
+// What building one new label set costs, against the least a writer of the
+// ABI must do for it: `node bench/setcost.js [rounds]`.  Diagnostic; run.js
+// does not run it.
+//
+// Each call labels one request of bench/workload.js (route of 20, user of
+// 1000, unique trace id), with no enclosing labels, as withLabels does at
+// the top of a request handler.  In one process, the variants alternate in
+// rounds of 200 000 calls; the figure is the median over the rounds after
+// the first 5 (warm-up), in ns per set:
+//   read     reading the labels object into a new [key, value, ...] array,
+//            with the type checks: what every implementation must do first
+//   minimal  read, then the ABI bytes a profiler needs, written by
+//            bench/minimal.js: the set header, the 3 entries and the 3
+//            values, then one object holding the array and the address.  A
+//            lower bound, not a design (bench/minimal.js says what it leaves
+//            out).
+//   derive   customlabels' set building (lib/labelset.js derive, which
+//            encodes into this thread's arena): withLabels less its
+//            argument check and the context switch
+// Two kinds of strings: as bench/workload.js makes them (concatenated) and
+// flattened (as read from a Buffer).
+
+const path = require('node:path');
+const workload = require('./workload');
+
+const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
+const { binding } = require(path.join(ROOT, 'lib/native'));
+const { derive, EMPTY } = require(path.join(ROOT, 'lib/labelset'));
+if (binding === null) throw new Error('the addon is not loaded: build it first (npm install)');
+
+const ROUNDS = Number(process.argv[2]) || 15;
+const WARMUP = 5;
+const CALLS = 200000;
+
+const { read, minimalWriter } = require('./minimal');
+const writeMinimal = minimalWriter(Object.keys(workload.requests()()));
+
+let sink;
+function variants(next) {
+  return {
+    read() { sink = read(next()); },
+    minimal() { sink = writeMinimal(read(next())); },
+    derive() { sink = derive(EMPTY, next(), 'withLabels'); },
+  };
+}
+
+function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function measure(kind, next) {
+  const vs = variants(next);
+  const times = {};
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, f] of Object.entries(vs)) {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < CALLS; i++) f();
+      const ns = Number(process.hrtime.bigint() - t0) / CALLS;
+      if (round >= WARMUP) (times[name] ||= []).push(ns);
+    }
+  }
+  const m = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
+  console.log(`${kind.padEnd(13)} ${m.read.toFixed(1).padStart(7)} ${m.minimal.toFixed(1).padStart(8)} ${m.derive.toFixed(1).padStart(7)}` +
+    `   ${(m.derive - m.minimal).toFixed(1).padStart(6)} ns  ${(m.derive / m.minimal).toFixed(2)}×`);
+}
+
+console.log(`Node ${process.version}, ns per new set, medians of ${ROUNDS - WARMUP} rounds of ${CALLS} calls`);
+console.log('strings          read  minimal  derive   derive − minimal');
+measure('concatenated', workload.requests());
+measure('flat', workload.requests({
+  routes: workload.flatten(workload.ROUTES),
+  users: workload.flatten(workload.USERS),
+  traces: workload.flatten(workload.TRACE_IDS),
+}));
+void sink;
