@@ -17,6 +17,7 @@ const path = require('node:path');
 const http = require('node:http');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
+const workload = require('./workload');
 
 // The customlabels package under test (default: this repository).
 const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
@@ -39,20 +40,15 @@ function serve(variant) {
   } else {
     throw new Error(`unknown variant ${variant}`);
   }
-  // Realistic labels: the route pattern of one of 20 routes, a user of
-  // 1000, and a trace id unique to the request (32 hex characters, made up
-  // front as if read from a header; 65536 of them, so no two requests in
-  // 65536 share one).  FIXED=1 labels every request with the same 1000
-  // users and traces in turn instead.
+  // Realistic labels (bench/workload.js): the route pattern of one of 20
+  // routes, a user of 1000, and a trace id unique to the request (32 hex
+  // characters, made up front as if read from a header; 65536 of them, so no
+  // two requests in 65536 share one).  FIXED=1 labels every request with the
+  // URL and the same 1000 users and traces in turn instead.
   const fixed = process.env.FIXED === '1';
-  const routes = Array.from({ length: 20 }, (_, i) => `/api/v1/resource${i}/:id`);
-  const users = Array.from({ length: 1000 }, (_, i) => `user-${i}`);
-  const traces = fixed
-    ? Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`)
-    : Array.from({ length: 65536 }, (_, i) => {
-      const x = Math.imul(i + 1, 0x9e3779b1) >>> 0;
-      return (x.toString(16).padStart(8, '0') + (i * 2654435761 % 4294967296).toString(16).padStart(8, '0')).repeat(2);
-    });
+  const { USERS } = workload;
+  const FIXED_TRACES = fixed ? Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`) : null;
+  const next = workload.requests();
   const immediate = () => new Promise((resolve) => setImmediate(resolve));
   const resolved = Promise.resolve(1);
   const body = Buffer.from('{"ok":true}\n');
@@ -67,11 +63,14 @@ function serve(variant) {
   }
 
   const server = http.createServer((req, res) => {
-    const i = n++;
     // The same label object in every variant: built the same way per request.
-    const labels = fixed
-      ? { route: req.url, user: users[i % 1000], trace: traces[i % 1000] }
-      : { route: routes[i % 20], user: users[(i * 7) % 1000], trace: traces[i & 65535] };
+    let labels;
+    if (fixed) {
+      const i = n++;
+      labels = { route: req.url, user: USERS[i % 1000], trace: FIXED_TRACES[i % 1000] };
+    } else {
+      labels = next();
+    }
     runIn(labels, () => handle(req, res));
   });
   server.keepAliveTimeout = 60000;

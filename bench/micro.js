@@ -27,7 +27,8 @@
 //              entries, and route and user taken as already written.
 //   minimal    floor-all, with each labels object made into a set by the
 //              minimal writer of bench/minimal.js (a lower bound of writing
-//              the set's ABI bytes in JavaScript; sync and request cases),
+//              the set's ABI bytes in JavaScript; sync, request and
+//              request-header cases),
 //              that set as the store, and its address stored on entry and
 //              exit (diagnostic: run.js does not run it)
 //   part-derive / part-run: the two halves of withLabels, through lib/'s
@@ -64,6 +65,7 @@ const REQ_TRACES = Array.from({ length: 100 }, (_, i) => `trace-${String(i).padS
 const workload = require('./workload');
 const { ROUTES, USERS, TRACE_IDS } = workload;
 const realistic = workload.requests();
+const fromHeaders = workload.fromHeaders(workload.requests());
 let nextCall = 0;
 
 // ---------------------------------------------------------------------------
@@ -153,7 +155,7 @@ function setup() {
       };
     }
     if (variant === 'minimal') {
-      if (caseName !== 'sync' && caseName !== 'request') throw new Error('minimal is for the sync and request cases');
+      if (!['sync', 'request', 'request-header'].includes(caseName)) throw new Error('minimal is for the sync, request and request-header cases');
       const { read, minimalWriter } = require('./minimal');
       const write = minimalWriter(Object.keys(realistic()));
       const pointer = new BigUint64Array(1);
@@ -281,6 +283,23 @@ async function handler() {
 
 const AWAITS_PER_UNIT = 1000;
 
+
+// A request case: batches of 100 concurrent requests, request i of a
+// batch labeled labelsOf(i).
+function requests(labelsOf) {
+  return {
+    unit: 'ns/request',
+    async batch(n) {
+      for (let b = 0; b < n; b++) {
+        const all = new Array(100);
+        for (let i = 0; i < 100; i++) all[i] = runIn(labelsOf(i), handler);
+        await Promise.all(all);
+      }
+    },
+    ops: 100,
+  };
+}
+
 const cases = {
   // ns per synchronous withLabels({route, user, trace}, fn): a new set every
   // call (route of 20, user of 1000, unique trace id)
@@ -338,29 +357,15 @@ const cases = {
   },
   // ns per request: 100 concurrent runIn(3 labels) around 5 awaits, each
   // request with its own labels (realistic: unique trace id)
-  request: {
-    unit: 'ns/request',
-    async batch(n) {
-      for (let b = 0; b < n; b++) {
-        const all = new Array(100);
-        for (let i = 0; i < 100; i++) all[i] = runIn(realistic(), handler);
-        await Promise.all(all);
-      }
-    },
-    ops: 100,
-  },
+  request: requests(() => realistic()),
+  // the request case with each trace id read from a header made for that
+  // request (bench/workload.js fromHeaders), as a server reads it, so that
+  // the id's characters are new in memory, where the request case's ids
+  // were made long before (diagnostic: run.js does not run it; the header is
+  // made in every variant, so compare differences in ns, not only ratios)
+  'request-header': requests(() => fromHeaders()),
   // the same with the same 100 label sets every batch
-  'request-fixed': {
-    unit: 'ns/request',
-    async batch(n) {
-      for (let b = 0; b < n; b++) {
-        const all = new Array(100);
-        for (let i = 0; i < 100; i++) all[i] = runIn({ route: REQ_ROUTE, user: REQ_USERS[i], trace: REQ_TRACES[i] }, handler);
-        await Promise.all(all);
-      }
-    },
-    ops: 100,
-  },
+  'request-fixed': requests((i) => ({ route: REQ_ROUTE, user: REQ_USERS[i], trace: REQ_TRACES[i] })),
 };
 
 async function main() {

@@ -18,8 +18,10 @@
 //   derive   customlabels' set building (lib/labelset.js derive, which
 //            encodes into this thread's arena): withLabels less its
 //            argument check and the context switch
-// Two kinds of strings: as bench/workload.js makes them (concatenated) and
-// flattened (as read from a Buffer).
+// Three kinds of strings: as bench/workload.js makes them (concatenated),
+// flattened (as read from a Buffer), and, for the trace id, sliced from a
+// header made for the call (workload.fromHeaders: new in memory, as in a
+// server; making the header is in every column).
 
 const path = require('node:path');
 const workload = require('./workload');
@@ -75,4 +77,5 @@ measure('flat', workload.requests({
   users: workload.flatten(workload.USERS),
   traces: workload.flatten(workload.TRACE_IDS),
 }));
+measure('header', workload.fromHeaders(workload.requests()));
 void sink;
