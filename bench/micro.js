@@ -283,7 +283,6 @@ async function handler() {
 
 const AWAITS_PER_UNIT = 1000;
 
-
 // A request case: batches of 100 concurrent requests, request i of a
 // batch labeled labelsOf(i).
 function requests(labelsOf) {
@@ -357,13 +356,13 @@ const cases = {
   },
   // ns per request: 100 concurrent runIn(3 labels) around 5 awaits, each
   // request with its own labels (realistic: unique trace id)
-  request: requests(() => realistic()),
+  request: requests(realistic),
   // the request case with each trace id read from a header made for that
   // request (bench/workload.js fromHeaders), as a server reads it, so that
   // the id's characters are new in memory, where the request case's ids
   // were made long before (diagnostic: run.js does not run it; the header is
   // made in every variant, so compare differences in ns, not only ratios)
-  'request-header': requests(() => fromHeaders()),
+  'request-header': requests(fromHeaders),
   // the same with the same 100 label sets every batch
   'request-fixed': requests((i) => ({ route: REQ_ROUTE, user: REQ_USERS[i], trace: REQ_TRACES[i] })),
 };
