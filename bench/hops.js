@@ -4,7 +4,9 @@
 //     (lib/native.js `slot`, a BigUint64Array over the native pointer; a store
 //     is not a native call, but it is the "install" the issue talks about);
 //   - native calls: calls into the addon (binding.*), which should happen
-//     only when the arena is first mapped, never on a hop.
+//     only when the arena is first mapped and when a set is written
+//     (writeSet: once per new set, and for a set whose chunk was reused),
+//     never on a hop that publishes an intact set.
 // Prints one JSON line: { node, mechanism, scenarios: [{ name, hops, slotWrites, nativeCalls, perHop }] }.
 //
 // How: lib/native.js is loaded first and its exported `slot` and binding

@@ -27,7 +27,7 @@
 //              entries, and route and user taken as already written.
 //   minimal    floor-all, with each labels object made into a set by the
 //              minimal writer of bench/minimal.js (a lower bound of writing
-//              the set's ABI bytes in JavaScript; sync, request and
+//              the set's ABI bytes a character at a time in JavaScript; sync, request and
 //              request-header cases),
 //              that set as the store, and its address stored on entry and
 //              exit (diagnostic: run.js does not run it)

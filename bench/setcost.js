@@ -13,8 +13,8 @@
 //   minimal  read, then the ABI bytes a profiler needs, written by
 //            bench/minimal.js: the set header, the 3 entries and the 3
 //            values, then one object holding the array and the address.  A
-//            lower bound, not a design (bench/minimal.js says what it leaves
-//            out).
+//            lower bound for writing in JavaScript, not a design
+//            (bench/minimal.js says what it leaves out).
 //   derive   customlabels' set building (lib/labelset.js derive, which
 //            encodes into this thread's arena): withLabels less its
 //            argument check and the context switch

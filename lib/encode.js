@@ -13,11 +13,9 @@
 // published.  Only the first call can throw: it is the one that checks the
 // limits, in bytes.
 //
-// Strings repeat from set to set (keys always, values often: a route, a
-// fixed tenant).  A string already written in the chunk being filled is not
-// copied again: the new set's entry points at the same bytes, which live
-// exactly as long as the set (the whole chunk is reused at once).  Only
-// values that are new to this chunk are copied, a character at a time.
+// Every set has its own copy of its keys and values, in its own block, so
+// that a set's bytes depend on no other set's.  For ASCII strings (nearly
+// every label) the addon writes the whole block in one call.
 
 const { binding, LAYOUT } = require('./native');
 const { ring, place, NOWHERE, UNWRITTEN } = require('./arena');
@@ -55,15 +53,6 @@ function putString(words, field, length, at) {
   words[field + BUF_WORD + 1] = ring.baseHigh;
 }
 
-// The set written last, while its chunk is being filled.  A new set whose
-// key or value at some position is the same string as the last set's at
-// that position points at the last set's bytes instead of copying them
-// again: the bytes live exactly as long as both sets, since a whole chunk is
-// reused at once.  Consecutive sets share most strings (their keys, and
-// values such as a route or a tenant), so usually only a new value is
-// copied.  Owner: this module; it keeps one LabelSet alive.
-let previous = null;
-
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
 // Where the ABI bytes of the set being written put each value, for its
@@ -99,8 +88,8 @@ function blockBytes(n, stringBytes, valueBytes, records) {
   return records ? abi + 3 + recordBytes(n, valueBytes) : abi;
 }
 
-// Ends the block of a set whose ABI bytes start at `offset` and whose
-// strings end at `at`: writes its record if records are on, takes the
+// Ends the block of a set whose ABI bytes (all written) start at `offset`
+// and whose strings end at `at`: writes its record if records are on, takes the
 // space, and records where it all is.
 function finish(set, n, offset, at, records) {
   let end = at;
@@ -117,17 +106,19 @@ function finish(set, n, offset, at, records) {
     set.offset = -1;
     set.word = 0n;
   } else {
-    writeHeader(ring.words, offset, n);
     set.offset = offset;
     set.word = ring.base + BigInt(offset);
   }
 }
 
-// The common case in one pass: every string ASCII and, counted in code
-// units, within the limits.  Places the set in the chunk being filled,
-// writes it, and takes the space only when the whole set is written;
-// returns false, having taken nothing, when some string is not ASCII or not
-// within the limits, for encodeAny to measure (and report) byte by byte.
+// The common case: every string ASCII and, counted in code units, within
+// the limits.  Places the set in the chunk being filled and has the addon
+// write it there in one call (src/labelset.c), then takes the space.  That
+// costs less than copying the strings a character at a time here, or as
+// much for flat strings on Node 24 (bench/README.md).  Returns
+// false, having taken nothing, when some string is not within the limits or
+// the addon finds one that is not ASCII, for encodeAny to measure (and
+// report) byte by byte.
 function encodeAscii(set, n, records) {
   const kv = set.kv;
   let chars = 0;
@@ -139,42 +130,38 @@ function encodeAscii(set, n, records) {
     chars += kl + vl;
     valueChars += vl;
   }
-  // Room for every string; shared ones take none of it.
   const offset = place(blockBytes(n, chars, valueChars, records));
-  const fill = ring.fill;
-  const bytes = ring.bytes;
-  const words = ring.words;
-  const low = ring.baseLow;
-  // What can be shared: the previous set's strings, if it is in this fill.
-  const prev = previous !== null && previous.fill === fill ? previous.kv : null;
-  const shared = prev === null ? 0 : prev.length;
-  const pw = prev === null ? 0 : (previous.offset + SET_SIZE) >> 2;
-  const w = (offset + SET_SIZE) >> 2;
-  let at = n === 0 ? offset : offset + SET_SIZE + n * LABEL_SIZE;
-  for (let i = 0; i < 2 * n; i++) {
-    const s = kv[i];
-    const l = s.length;
-    let p;
-    if (i < shared && prev[i] === s) {
-      p = words[fieldOf(pw, i) + BUF_WORD] - low;
-    } else {
-      for (let j = 0; j < l; j++) {
-        const c = s.charCodeAt(j);
-        if (c >= 0x80) return false;
-        bytes[at + j] = c;
-      }
-      p = at;
-      at += l;
-    }
-    putString(words, fieldOf(w, i), l, p);
-    if ((i & 1) === 1) {
-      valueAt[i >> 1] = p;
-      valueLength[i >> 1] = l;
+  let at = offset;
+  if (n !== 0) {
+    at = offset + SET_SIZE + n * LABEL_SIZE + chars;
+    if (writeSet(offset, at, kv) !== at) return false;
+  }
+  if (records) {
+    // Where each value landed, for the record to copy: the strings follow
+    // the entries in order, one byte per character.
+    let p = offset + SET_SIZE + n * LABEL_SIZE;
+    for (let i = 0; i < n; i++) {
+      p += kv[2 * i].length;
+      valueAt[i] = p;
+      valueLength[i] = kv[2 * i + 1].length;
+      p += valueLength[i];
     }
   }
   finish(set, n, offset, at, records);
-  previous = set;
   return true;
+}
+
+// binding.writeSet(offset, end, key, value, ...), with the strings as
+// arguments (the addon reads arguments more cheaply than array elements).
+function writeSet(offset, end, kv) {
+  const w = binding.writeSet;
+  switch (kv.length) {
+    case 2: return w(offset, end, kv[0], kv[1]);
+    case 4: return w(offset, end, kv[0], kv[1], kv[2], kv[3]);
+    case 6: return w(offset, end, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]);
+    case 8: return w(offset, end, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]);
+    default: return w(offset, end, ...kv);
+  }
 }
 
 function writeHeader(words, offset, n) {
@@ -251,6 +238,7 @@ function encodeAny(set, n, who, records) {
     }
     at += length;
   }
+  if (n !== 0) writeHeader(words, offset, n);
   finish(set, n, offset, at, records);
 }
 

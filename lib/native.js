@@ -8,8 +8,12 @@ const os = require('node:os');
 const path = require('node:path');
 const { conflict } = require('./owner');
 const { unsupportedReason } = require('./platform');
+const { LIMITS } = require('./limits');
 
+// What the addon must agree on with lib/: the ABI's layout, and the most
+// labels a set holds (src/addon.c writeSet takes that many).
 const LAYOUT = {
+  maxLabels: LIMITS.maxLabels,
   pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
 };

@@ -1,7 +1,9 @@
 /*
  * Node-API glue: hands JavaScript this thread's arena (src/arena.c) and ABI
- * slot as ArrayBuffers, and reads the published set back for tests.  Validation of user input lives in lib/; this file
- * checks only what memory safety needs.
+ * slot as ArrayBuffers, writes the label sets JavaScript places in the arena
+ * (src/labelset.c), and reads the published set back for tests.  Validation
+ * of user input lives in lib/; this file checks only what memory safety
+ * needs.
  *
  * State: one cl_arena_t per Node-API environment (main thread or worker),
  * kept as instance data and destroyed with the environment, on its thread.
@@ -83,6 +85,48 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)base)));
   CALL(env, napi_set_element(env, result, 2, number(env, (double)(uint32_t)((uint64_t)base >> 32))));
   return result;
+}
+
+/*
+ * writeSet(offset, end, key, value, ...): writes the set of those labels
+ * into the arena's block [offset, end) (cl_labelset_write_ascii) and
+ * returns where its last string ends, or -1 when it did not write it: a
+ * string not ASCII, or anything that is not what lib/encode.js passes.
+ * Strings come as arguments, not as an array: reading an array's elements
+ * through Node-API would cost a call per element.  Checked here is only
+ * what keeps the write inside the arena.
+ */
+static napi_value write_set(napi_env env, napi_callback_info info) {
+  size_t argc = 2 + 2 * CL_MAX_LABELS + 1;
+  napi_value argv[2 + 2 * CL_MAX_LABELS + 1];
+  void *data;
+  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
+  const cl_arena_t *arena = &((addon_state_t *)data)->arena;
+  int32_t result = -1;
+  uint32_t offset, end;
+  size_t n = (argc - 2) / 2;
+  if (argc >= 4 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
+      napi_get_value_uint32(env, argv[0], &offset) == napi_ok &&
+      napi_get_value_uint32(env, argv[1], &end) == napi_ok &&
+      offset <= end && end <= CL_ARENA_BYTES) {
+    uint16_t units[2 * CL_MAX_LABELS][CL_MAX_STRING_UNITS + 1];
+    cl_units_t strings[2 * CL_MAX_LABELS];
+    bool ok = true;
+    for (size_t i = 0; i < 2 * n && ok; i++) {
+      size_t len = 0;
+      /* Room for one unit more than a string may have, and V8's NUL. */
+      ok = napi_get_value_string_utf16(env, argv[2 + i], (char16_t *)units[i],
+                                       CL_MAX_STRING_UNITS + 1, &len) == napi_ok &&
+           len < CL_MAX_STRING_UNITS;
+      strings[i].units = units[i];
+      strings[i].len = len;
+    }
+    size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
+    if (used != 0) result = (int32_t)(offset + used);
+  }
+  napi_value value;
+  CALL(env, napi_create_int32(env, result, &value));
+  return value;
 }
 
 static napi_value set_number(napi_env env, napi_value object, const char *name, double value) {
@@ -373,7 +417,8 @@ static void destroy_state(napi_env env, void *data, void *hint) {
 static napi_value layout(napi_env env) {
   napi_value result;
   CALL(env, napi_create_object(env, &result));
-  /* JavaScript writes sets itself; these tell it where every field goes. */
+  /* JavaScript places sets and writes some itself (UTF-8, the OpenTelemetry
+   * record); these tell it where every field goes and what writeSet takes. */
   if (!set_number(env, result, "pointerSize", sizeof(void *)) ||
       !set_number(env, result, "setSize", sizeof(custom_labels_labelset_t)) ||
       !set_number(env, result, "setStorage", offsetof(custom_labels_labelset_t, storage)) ||
@@ -388,6 +433,8 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "chunkBytes", CL_CHUNK_BYTES) ||
       !set_number(env, result, "arenaChunks", CL_ARENA_CHUNKS) ||
       !set_number(env, result, "arenaBytes", CL_ARENA_BYTES) ||
+      !set_number(env, result, "maxLabels", CL_MAX_LABELS) ||
+      !set_number(env, result, "maxStringUnits", CL_MAX_STRING_UNITS) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version) ||
       !set_number(env, result, "otelRecordHeader", CL_OTEL_RECORD_HEADER) ||
       !set_number(env, result, "otelRecordMax", CL_OTEL_RECORD_MAX) ||
@@ -426,6 +473,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };
   CALL(env, napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));

@@ -55,9 +55,10 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
  *
  * One anonymous mapping of CL_ARENA_BYTES per thread, made once and never
  * grown, so a thread's label memory is a constant that does not depend on
- * when V8 collects garbage.  The thread's JavaScript writes sets into it
- * through an ArrayBuffer, using the CL_ARENA_CHUNKS chunks of CL_CHUNK_BYTES
- * in turn, and writes a set again when the chunk it was in has been reused
+ * when V8 collects garbage.  The thread's JavaScript places sets in it
+ * (through an ArrayBuffer), using the CL_ARENA_CHUNKS chunks of CL_CHUNK_BYTES
+ * in turn, has them written (cl_labelset_write_ascii, or its own UTF-8
+ * encoder), and writes a set again when the chunk it was in has been reused
  * (lib/arena.js).  The mapping is aligned to its own size, so it never
  * crosses a 4 GiB boundary: the upper 32 bits of every address in it are the
  * same, which lets JavaScript write a pointer as two 32-bit halves with a
@@ -87,6 +88,31 @@ cl_status_t cl_arena_map(cl_arena_t *arena);
 /* Clears the thread's pointer if it points into the arena, then unmaps it. */
 void cl_arena_destroy(cl_arena_t *arena);
 const char *cl_strerror(cl_status_t status);
+
+/*
+ * Writing a set.  JavaScript places a set's block in the arena (lib/arena.js)
+ * and hands its strings over as UTF-16 code units, as V8 gives them out;
+ * cl_labelset_write_ascii() lays out the custom_labels_labelset_t, its n
+ * entries and then every key and value, in that order, within the block.  It
+ * writes ASCII only: any other code unit, or a block too small, makes it
+ * return 0, and JavaScript then encodes the set as UTF-8 itself
+ * (lib/encode.js), which is also where the limits are checked and reported.
+ * A block is never published before it is complete, so a refused write
+ * leaves nothing a reader can see.
+ */
+#define CL_MAX_LABELS 10      /* lib/limits.js maxLabels */
+#define CL_MAX_STRING_UNITS 62 /* above every key and value limit */
+
+typedef struct {
+  const uint16_t *units;
+  size_t len;
+} cl_units_t;
+
+/* strings[2i] and strings[2i + 1]: label i's key and value; `block` is
+ * CL_ALIGN-aligned.  Returns the bytes used from `block` (the end of the last
+ * string), or 0. */
+size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
+                               const cl_units_t *strings, size_t n);
 
 /*
  * Reading a set the way the ABI tells a profiler to: `count` entries,

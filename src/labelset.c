@@ -1,7 +1,43 @@
-/* Reading a published label set by the ABI's rules. */
+/* Writing label sets, and reading a published one by the ABI's rules. */
 #include <string.h>
 
 #include "customlabels.h"
+
+_Static_assert(_Alignof(custom_labels_labelset_t) <= CL_ALIGN &&
+                   _Alignof(custom_labels_label_t) <= CL_ALIGN,
+               "a block at an aligned offset holds the set and its entries");
+
+size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
+                               const cl_units_t *strings, size_t n) {
+  if (n == 0 || n > CL_MAX_LABELS || ((uintptr_t)block & (CL_ALIGN - 1)) != 0) return 0;
+  size_t head = sizeof(custom_labels_labelset_t) + n * sizeof(custom_labels_label_t);
+  size_t need = head;
+  for (size_t i = 0; i < 2 * n; i++) need += strings[i].len;
+  if (need > block_bytes) return 0;
+  /* The strings first: a non-ASCII unit is found before the header says
+   * anything, though the block is unpublished either way. */
+  unsigned char *at = block + head;
+  custom_labels_label_t *labels = (custom_labels_label_t *)(block + sizeof(custom_labels_labelset_t));
+  for (size_t i = 0; i < 2 * n; i++) {
+    const uint16_t *u = strings[i].units;
+    size_t len = strings[i].len;
+    unsigned seen = 0;
+    for (size_t j = 0; j < len; j++) {
+      seen |= u[j];
+      at[j] = (unsigned char)u[j];
+    }
+    if (seen >= 0x80) return 0;
+    custom_labels_string_t *field = (i & 1) == 0 ? &labels[i >> 1].key : &labels[i >> 1].value;
+    field->len = len;
+    field->buf = at; /* never NULL, even for an empty value */
+    at += len;
+  }
+  custom_labels_labelset_t *set = (custom_labels_labelset_t *)block;
+  set->storage = labels;
+  set->count = n;
+  set->capacity = n;
+  return (size_t)(at - block);
+}
 
 static int same_string(const custom_labels_string_t *a, const custom_labels_string_t *b) {
   return a->len == b->len && (a->len == 0 || memcmp(a->buf, b->buf, a->len) == 0);

@@ -120,26 +120,79 @@ describe('withLabels: what the thread publishes', () => {
     });
   });
 
-  it('uses 24 + 32n bytes plus the bytes of strings new to the chunk, rounded to 8', () => {
+  it('uses 24 + 32n bytes plus the bytes of its keys and values, rounded to 8, and points only into its own block', () => {
     const sizes = [];
     const strings = (i) => ({ [`k${i}`]: `v${i}`, [`key${i}`]: `value${i}` });
     for (let i = 0; i < 3; i++) {
       withLabels(strings(i), () => sizes.push(context.state().installed.address));
     }
-    // Consecutive sets are adjacent when they share no string.
-    const unshared = (24 + 32 * 2 + 2 + 2 + 4 + 6 + 7) & ~7;
-    assert.equal(sizes[1] - sizes[0], unshared);
-    assert.equal(sizes[2] - sizes[1], unshared);
-    // A set that repeats the keys and one value of the set before it stores
-    // only its new value, and points at the bytes it shares.
-    const shared = [];
+    // Consecutive sets are adjacent.
+    const size = (24 + 32 * 2 + 2 + 2 + 4 + 6 + 7) & ~7;
+    assert.equal(sizes[1] - sizes[0], size);
+    assert.equal(sizes[2] - sizes[1], size);
+    // A set that repeats the keys and a value of the set before it has its
+    // own copy of them: its bytes depend on no other set's.
+    const sets = [];
     for (let i = 0; i < 3; i++) {
-      withLabels({ key: 'same-value', id: `id-${i}` }, () => shared.push({ address: tls.address(), raw: rawInstalled() }));
+      withLabels({ key: 'same-value', id: `id-${i}` }, () => sets.push({ address: tls.address(), raw: rawInstalled() }));
     }
-    assert.equal(shared[2].address - shared[1].address, (24 + 32 * 2 + 4 + 7) & ~7);
-    assert.equal(shared[2].raw.entries[0].keyBuf, shared[1].raw.entries[0].keyBuf);
-    assert.equal(shared[2].raw.entries[0].valueBuf, shared[1].raw.entries[0].valueBuf);
-    assert.notEqual(shared[2].raw.entries[1].valueBuf, shared[1].raw.entries[1].valueBuf);
+    const bytes = 24 + 32 * 2 + 3 + 10 + 2 + 4;
+    assert.equal(sets[2].address - sets[1].address, (bytes + 7) & ~7);
+    for (const { address, raw } of sets) {
+      for (const e of raw.entries) {
+        for (const [buf, s] of [[e.keyBuf, e.key], [e.valueBuf, e.value]]) {
+          assert.ok(buf >= address + 24 + 32 * 2 && buf + s.length <= address + bytes, 'a string of the set lies in its block');
+        }
+      }
+    }
+  });
+
+  it('the addon writes a set only inside the block it is given, and only what lib/ would pass', () => {
+    withLabels({ a: 'b' }, () => {}); // the arena is mapped
+    const { writeSet } = require('../lib/native').binding; // the instance that owns this arena
+    const bytes = ring.bytes;
+    // Free space past the cursor, in the chunk being filled (nothing there is
+    // published, and the cursor stays where it is).
+    const offset = (ring.cursor + 64) & ~7;
+    const size = 24 + 32 + 1 + 5;
+    const guard = 64;
+    const fresh = () => bytes.fill(0xaa, offset - guard, offset + size + guard);
+    const untouched = (from, to, what) => {
+      for (let i = from; i < to; i++) assert.equal(bytes[i], 0xaa, `${what}: byte ${i - offset} was written`);
+    };
+    const refused = [
+      ['a block one byte short', offset, offset + size - 1, 'k', 'value'],
+      ['a non-ASCII value', offset, offset + size + 1, 'k', 'valué'],
+      ['a lone surrogate', offset, offset + size, 'k', 'val\ud800e'],
+      ['a number for a string', offset, offset + size, 'k', 12345],
+      ['an object for a string', offset, offset + size, 'k', { toString: () => 'value' }],
+      ['a key without a value', offset, offset + size, 'k'],
+      ['no labels', offset, offset + size],
+      ['an unaligned block', offset + 1, offset + size + 1, 'k', 'value'],
+      ['an end before the offset', offset + size, offset, 'k', 'value'],
+      ['an end past the arena', offset, ring.bytes.length + 8, 'k', 'value'],
+      ['a negative offset', -8, offset + size, 'k', 'value'],
+      ['a string longer than any limit', offset, offset + 200, 'k', 'x'.repeat(62)],
+      ['more labels than a set holds', offset, offset + 4096, ...Array.from({ length: 2 * (limits.maxLabels + 1) }, (_, i) => `s${i}`)],
+    ];
+    for (const [what, ...args] of refused) {
+      fresh();
+      assert.equal(writeSet(...args), -1, what);
+      untouched(offset - guard, offset, what);
+      untouched(offset + size + 1, offset + size + guard, what);
+    }
+    fresh();
+    assert.equal(writeSet(offset, offset + size, 'k', 'value'), offset + size);
+    untouched(offset + size, offset + size + guard, 'a set that fits');
+    const view = Buffer.from(bytes.buffer);
+    const base = BigInt(addressOf(0));
+    assert.equal(view.readBigUInt64LE(offset), base + BigInt(offset + 24), 'storage follows the header');
+    assert.equal(view.readBigUInt64LE(offset + 8), 1n, 'count');
+    assert.equal(view.readBigUInt64LE(offset + 16), 1n, 'capacity');
+    assert.equal(view.readBigUInt64LE(offset + 24), 1n, 'key length');
+    assert.equal(view.readBigUInt64LE(offset + 32), base + BigInt(offset + 56), 'key bytes follow the entries');
+    assert.equal(view.readBigUInt64LE(offset + 40), 5n, 'value length');
+    assert.equal(view.toString('latin1', offset + 56, offset + size), 'kvalue');
   });
 
   it('encodes keys and values as UTF-8', () => {
