@@ -1,0 +1,115 @@
+/*
+ * Fuzz target: writing a label set into the arena (src/labelset.c,
+ * cl_labelset_write_ascii), the one piece of the addon that lays out bytes
+ * from sizes it is handed.
+ *
+ * Input: one byte n (the label count, 0-12 so that too many is tried too),
+ * one signed byte of slack (the block is the set's exact size plus the slack,
+ * so blocks too small by a few bytes are tried), then 2n strings, each a
+ * length byte (0-63 code units) and that many little-endian UTF-16 units;
+ * missing bytes read as 0.  The block is its own allocation of exactly its
+ * size, so AddressSanitizer catches any write past it.
+ *
+ * Checked: the write is refused exactly when n is 0 or above CL_MAX_LABELS,
+ * the block is too small, or a unit is not ASCII; otherwise it returns the
+ * set's size, and the header, the entries and the bytes are the input's,
+ * every string inside the block and in order, and cl_labelset_read() keeps
+ * the first label of each key.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/customlabels.h"
+#include "check.h"
+
+#define MAX_N 12
+#define MAX_UNITS 63
+
+typedef struct {
+  const uint8_t *data;
+  size_t size;
+  size_t at;
+} input_t;
+
+static uint8_t next_byte(input_t *in) { return in->at < in->size ? in->data[in->at++] : 0; }
+
+typedef struct {
+  const custom_labels_labelset_t *set;
+  size_t emitted;
+} read_ctx_t;
+
+/* cl_labelset_read() emits entries in storage order, skipping repeated keys. */
+static void on_label(const custom_labels_string_t *key, const custom_labels_string_t *value, void *p) {
+  read_ctx_t *ctx = p;
+  const custom_labels_label_t *labels = ctx->set->storage;
+  size_t i = 0;
+  while (i < ctx->set->count && &labels[i].key != key) i++;
+  CHECK(i < ctx->set->count);
+  CHECK(&labels[i].value == value);
+  for (size_t j = 0; j < i; j++)
+    CHECK(labels[j].key.len != key->len || memcmp(labels[j].key.buf, key->buf, key->len) != 0);
+  ctx->emitted++;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  input_t in = {data, size, 0};
+  size_t n = next_byte(&in) % (MAX_N + 1);
+  int slack = (int8_t)next_byte(&in);
+
+  static uint16_t units[2 * MAX_N][MAX_UNITS];
+  cl_units_t strings[2 * MAX_N];
+  size_t need = sizeof(custom_labels_labelset_t) + n * sizeof(custom_labels_label_t);
+  bool ascii = true;
+  for (size_t i = 0; i < 2 * n; i++) {
+    size_t len = next_byte(&in) % (MAX_UNITS + 1);
+    for (size_t j = 0; j < len; j++) {
+      uint16_t lo = next_byte(&in);
+      units[i][j] = (uint16_t)(lo | next_byte(&in) << 8);
+      ascii = ascii && units[i][j] < 0x80;
+    }
+    strings[i].units = units[i];
+    strings[i].len = len;
+    need += len;
+  }
+  long bytes = (long)need + slack;
+  if (bytes < 0) bytes = 0;
+  /* malloc's alignment is at least CL_ALIGN; an empty block gets one byte
+   * that the writer may not touch. */
+  unsigned char *block = malloc(bytes ? (size_t)bytes : 1);
+  CHECK(block != NULL);
+
+  size_t used = cl_labelset_write_ascii(block, (size_t)bytes, strings, n);
+  bool allowed = n > 0 && n <= CL_MAX_LABELS && need <= (size_t)bytes && ascii;
+  if (!allowed) {
+    CHECK(used == 0);
+    free(block);
+    return 0;
+  }
+  CHECK(used == need);
+  const custom_labels_labelset_t *set = (const custom_labels_labelset_t *)block;
+  CHECK(set->count == n && set->capacity == n);
+  CHECK((const unsigned char *)set->storage == block + sizeof(*set));
+  const unsigned char *end = block + sizeof(*set) + n * sizeof(custom_labels_label_t);
+  for (size_t i = 0; i < 2 * n; i++) {
+    const custom_labels_string_t *s = (i & 1) == 0 ? &set->storage[i / 2].key : &set->storage[i / 2].value;
+    CHECK(s->buf == end); /* the strings follow the entries, in order */
+    CHECK(s->len == strings[i].len);
+    for (size_t j = 0; j < s->len; j++) CHECK(s->buf[j] == units[i][j]);
+    end += s->len;
+  }
+  CHECK(end == block + used);
+
+  read_ctx_t ctx = {set, 0};
+  size_t emitted = cl_labelset_read(set, on_label, &ctx);
+  CHECK(emitted == ctx.emitted && emitted >= 1 && emitted <= n);
+
+  /* The same set at an address that is not CL_ALIGN-aligned is refused. */
+  unsigned char *shifted = malloc((size_t)bytes + 1);
+  CHECK(shifted != NULL);
+  CHECK(cl_labelset_write_ascii(shifted + 1, (size_t)bytes, strings, n) == 0);
+  free(shifted);
+  free(block);
+  return 0;
+}
