@@ -585,11 +585,13 @@ def otel_seeds():
 # Label sets to write (write_fuzz.c): a count, a signed slack, then each
 # string as a length and little-endian UTF-16 units.
 
-def write_input(strings, slack=0, count=None):
+def write_input(strings, slack=0, count=None, in_memory=()):
+    """in_memory: the indexes of the strings already in memory (keys in the key area)."""
     out = bytes([len(strings) // 2 if count is None else count, slack & 0xff])
-    for s in strings:
+    for i, s in enumerate(strings):
         units = [ord(c) for c in s] if isinstance(s, str) else s
-        out += bytes([len(units)]) + b''.join(struct.pack('<H', u) for u in units)
+        head = len(units) | (0x80 if i in in_memory else 0)
+        out += bytes([head]) + b''.join(struct.pack('<H', u) for u in units)
     return out
 
 
@@ -607,6 +609,11 @@ def write_seeds():
     write('write', 'polish', write_input(['key', [0x141, 0x41]]))
     write('write', 'surrogate', write_input(['key', [0xd800, 0x41]]))
     write('write', 'long', write_input(['key', 'x' * 63]))
+    write('write', 'keys-in-memory', write_input(['route', '/api/v1/resource3/:id', 'user', 'user-100021',
+                                                  'trace', '4bf92f3577b34da64bf92f3577b34da6'],
+                                                 in_memory=(0, 2, 4)))
+    write('write', 'some-keys-in-memory', write_input(['k', 'a', 'k', 'b', 'key', 'c'], in_memory=(2,)))
+    write('write', 'key-in-memory-exact-block', write_input(['key', 'value'], in_memory=(0,)))
 
 
 def main():

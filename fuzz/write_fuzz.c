@@ -6,15 +6,19 @@
  * Input: one byte n (the label count, 0-12 so that too many is tried too),
  * one signed byte of slack (the block is the set's exact size plus the slack,
  * so blocks too small by a few bytes are tried), then 2n strings, each a
- * length byte (0-63 code units) and that many little-endian UTF-16 units;
- * missing bytes read as 0.  The block is its own allocation of exactly its
- * size, so AddressSanitizer catches any write past it.
+ * length byte (its low 6 bits: 0-63 code units) and that many little-endian
+ * UTF-16 units; missing bytes read as 0.  A length byte with its top bit set
+ * makes the string one already in memory (a key in the key area): its units'
+ * low bytes in an allocation of their own, handed over as bytes.  The block
+ * is its own allocation of exactly its size, so AddressSanitizer catches any
+ * write past it.
  *
  * Checked: the write is refused exactly when n is 0 or above CL_MAX_LABELS,
- * the block is too small, or a unit is not ASCII; otherwise it returns the
- * set's size, and the header, the entries and the bytes are the input's,
- * every string inside the block and in order, and cl_labelset_read() keeps
- * the first label of each key.
+ * the block is too small for the strings to copy, or a unit to copy is not
+ * ASCII; otherwise it returns the set's size, and the header and the entries
+ * are the input's: a string in memory is pointed at where it is, every other
+ * one copied inside the block, in order; cl_labelset_read() keeps the first
+ * label of each key.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -59,18 +63,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int slack = (int8_t)next_byte(&in);
 
   static uint16_t units[2 * MAX_N][MAX_UNITS];
+  unsigned char *memory[2 * MAX_N] = {NULL};
   cl_units_t strings[2 * MAX_N];
   size_t need = sizeof(custom_labels_labelset_t) + n * sizeof(custom_labels_label_t);
   bool ascii = true;
   for (size_t i = 0; i < 2 * n; i++) {
-    size_t len = next_byte(&in) % (MAX_UNITS + 1);
+    uint8_t head = next_byte(&in);
+    size_t len = head & MAX_UNITS;
     for (size_t j = 0; j < len; j++) {
       uint16_t lo = next_byte(&in);
       units[i][j] = (uint16_t)(lo | next_byte(&in) << 8);
-      ascii = ascii && units[i][j] < 0x80;
     }
-    strings[i].units = units[i];
     strings[i].len = len;
+    if (head & 0x80) {
+      memory[i] = malloc(len ? len : 1);
+      CHECK(memory[i] != NULL);
+      for (size_t j = 0; j < len; j++) memory[i][j] = (unsigned char)units[i][j];
+      strings[i].units = NULL;
+      strings[i].bytes = memory[i];
+      continue;
+    }
+    for (size_t j = 0; j < len; j++) ascii = ascii && units[i][j] < 0x80;
+    strings[i].units = units[i];
+    strings[i].bytes = NULL;
     need += len;
   }
   long bytes = (long)need + slack;
@@ -84,8 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bool allowed = n > 0 && n <= CL_MAX_LABELS && need <= (size_t)bytes && ascii;
   if (!allowed) {
     CHECK(used == 0);
-    free(block);
-    return 0;
+    goto done;
   }
   CHECK(used == need);
   const custom_labels_labelset_t *set = (const custom_labels_labelset_t *)block;
@@ -94,8 +108,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const unsigned char *end = block + sizeof(*set) + n * sizeof(custom_labels_label_t);
   for (size_t i = 0; i < 2 * n; i++) {
     const custom_labels_string_t *s = (i & 1) == 0 ? &set->storage[i / 2].key : &set->storage[i / 2].value;
-    CHECK(s->buf == end); /* the strings follow the entries, in order */
     CHECK(s->len == strings[i].len);
+    if (memory[i] != NULL) {
+      CHECK(s->buf == memory[i]); /* pointed at, not copied */
+      continue;
+    }
+    CHECK(s->buf == end); /* the strings copied follow the entries, in order */
     for (size_t j = 0; j < s->len; j++) CHECK(s->buf[j] == units[i][j]);
     end += s->len;
   }
@@ -110,6 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(shifted != NULL);
   CHECK(cl_labelset_write_ascii(shifted + 1, (size_t)bytes, strings, n) == 0);
   free(shifted);
+done:
+  for (size_t i = 0; i < 2 * n; i++) free(memory[i]);
   free(block);
   return 0;
 }

@@ -1,12 +1,16 @@
 'use strict';
-// This thread's label memory, seen from JavaScript: a fixed ring of chunks.
+// This thread's label memory, seen from JavaScript: a fixed ring of chunks,
+// and an area for label keys.
 //
-// The native arena (src/arena.c) is one mapping of CHUNKS chunks of
-// CHUNK_BYTES, made once per thread and never grown.  Sets are written front
-// to back into the chunk being filled; when a set does not fit, the next
-// chunk in turn is taken and everything that was in it before is given up.
-// So the memory a thread spends on labels is the arena's size, whatever the
-// request rate and whenever V8 collects garbage.
+// The native arena (src/arena.c) is one mapping of CHUNK_BYTES chunks, made
+// once per thread and never grown.  The first CHUNKS of them are the ring:
+// sets are written front to back into the chunk being filled; when a set
+// does not fit, the next chunk in turn is taken and everything that was in
+// it before is given up.  The last chunk is the key area: keys are written
+// into it once each, front to back, and never moved or overwritten
+// (lib/keys.js); when it is full, it stays full.  So the memory a thread
+// spends on labels is the arena's size, whatever the request rate and
+// whenever V8 collects garbage.
 //
 // Each time a chunk is taken it gets a new Fill: a token that the sets
 // written into it hold.  Taking the chunk again marks the old token dead, so
@@ -23,8 +27,10 @@
 
 const { binding } = require('./native');
 
-const CHUNKS = binding ? binding.layout.arenaChunks : 1;
 const CHUNK_BYTES = binding ? binding.layout.chunkBytes : 0;
+const ARENA_BYTES = binding ? binding.layout.arenaBytes : 0;
+const KEY_AREA = binding ? binding.layout.keyArea : 0; // the offset of the key area
+const CHUNKS = binding ? KEY_AREA / CHUNK_BYTES : 1; // the ring's
 
 class Fill {
   constructor(chunk) {
@@ -57,6 +63,7 @@ const ring = {
   cursor: 0, // next free byte, as an offset from the arena's start
   limit: 0, // end of the chunk being filled
   turns: 0, // chunks taken, for tests and benchmarks
+  keys: KEY_AREA, // next free byte of the key area
 };
 
 // The Fill of each chunk's current contents.
@@ -76,6 +83,16 @@ function map() {
   ring.baseLow = low;
   ring.baseHigh = high;
   ring.base = (BigInt(high) << 32n) | BigInt(low);
+}
+
+// Takes `size` bytes of the key area for good, and returns their offset, or
+// -1 when they do not fit.
+function takeKeyBytes(size) {
+  if (ring.bytes === null) map();
+  const at = ring.keys;
+  if (at + size > ARENA_BYTES) return -1;
+  ring.keys = at + size;
+  return at;
 }
 
 // Takes the next chunk in turn that does not hold the published set.
@@ -119,13 +136,14 @@ function addressOf(offset) {
 function stats() {
   const chunk = ring.fill.chunk;
   return {
-    arenaBytes: ring.bytes === null ? 0 : CHUNKS * CHUNK_BYTES,
+    arenaBytes: ring.bytes === null ? 0 : ARENA_BYTES,
     chunks: CHUNKS,
     chunkBytes: CHUNK_BYTES,
+    keyBytes: ring.keys - KEY_AREA,
     turns: ring.turns,
     chunk,
     used: chunk < 0 ? 0 : ring.cursor - chunk * CHUNK_BYTES,
   };
 }
 
-module.exports = { CHUNKS, CHUNK_BYTES, NOWHERE, UNWRITTEN, ring, place, addressOf, setPinned, invalidate, stats };
+module.exports = { CHUNKS, CHUNK_BYTES, NOWHERE, UNWRITTEN, ring, place, takeKeyBytes, addressOf, setPinned, invalidate, stats };

@@ -1,8 +1,9 @@
 'use strict';
 // The Custom Label ABI v1 bytes of a label set, written into this thread's
 // arena (lib/arena.js): a custom_labels_labelset_t, then its entries, then
-// the key and value bytes, all in one aligned block of one chunk, so that a
-// set is intact exactly as long as its chunk is.
+// the value bytes (and the key bytes of keys not in the key area), all in
+// one aligned block of one chunk, so that a set is intact exactly as long as
+// its chunk is.
 //
 // encode(set) writes the labels in set.kv and records where: set.offset in
 // the arena, set.word (the address as the 64-bit integer that is published)
@@ -13,13 +14,16 @@
 // published.  Only the first call can throw: it is the one that checks the
 // limits, in bytes.
 //
-// Every set has its own copy of its keys and values, in its own block, so
-// that a set's bytes depend on no other set's.  For ASCII strings (nearly
-// every label) the addon writes the whole block in one call.
+// Every set has its own copy of its values, in its own block, so that
+// whether its bytes are intact depends on its own chunk alone.  Its keys
+// point into the key area, which is never reused (lib/keys.js), or are its
+// own copies too.  For ASCII strings (nearly every label) the addon writes
+// the set in one call.
 
 const { binding, LAYOUT } = require('./native');
 const { ring, place, NOWHERE, UNWRITTEN } = require('./arena');
 const { noticed, recordBytes, writeRecord } = require('./record');
+const { keyOffset } = require('./keys');
 
 const { LIMITS } = require('./limits');
 const MAX_KEY = LIMITS.maxKeyBytes;
@@ -55,6 +59,9 @@ function putString(words, field, length, at) {
 
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
+// The keys of the set being written, as writeSet takes them: each key's
+// place in the key area (offset * 64 + length), or the key itself.
+const keys = new Array(LIMITS.maxLabels).fill('');
 // Where the ABI bytes of the set being written put each value, for its
 // record to copy: arena offset and byte length, by label.
 const valueAt = new Int32Array(LIMITS.maxLabels);
@@ -113,21 +120,29 @@ function finish(set, n, offset, at, records) {
 
 // The common case: every string ASCII and, counted in code units, within
 // the limits.  Places the set in the chunk being filled and has the addon
-// write it there in one call (src/labelset.c), then takes the space.  That
-// costs less than copying the strings a character at a time here, or as
-// much for flat strings on Node 24 (bench/README.md).  Returns
-// false, having taken nothing, when some string is not within the limits or
-// the addon finds one that is not ASCII, for encodeAny to measure (and
-// report) byte by byte.
+// write it there in one call (src/labelset.c), then takes the space.  A key
+// in the key area (lib/keys.js) is passed as its place there, which the
+// entry points at; the set copies only its other strings.  Returns false,
+// having taken nothing, when some string is not within the limits or the
+// addon finds one that is not ASCII, for encodeAny to measure (and report)
+// byte by byte.
 function encodeAscii(set, n, records) {
   const kv = set.kv;
   let chars = 0;
   let valueChars = 0;
-  for (let i = 0; i < 2 * n; i += 2) {
-    const kl = kv[i].length;
-    const vl = kv[i + 1].length;
+  for (let i = 0; i < n; i++) {
+    const key = kv[2 * i];
+    const kl = key.length;
+    const vl = kv[2 * i + 1].length;
     if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
-    chars += kl + vl;
+    const at = keyOffset(key, i);
+    if (at < 0) {
+      keys[i] = key;
+      chars += kl;
+    } else {
+      keys[i] = at * 64 + kl;
+    }
+    chars += vl;
     valueChars += vl;
   }
   const offset = place(blockBytes(n, chars, valueChars, records));
@@ -137,11 +152,11 @@ function encodeAscii(set, n, records) {
     if (writeSet(offset, at, kv) !== at) return false;
   }
   if (records) {
-    // Where each value landed, for the record to copy: the strings follow
-    // the entries in order, one byte per character.
+    // Where each value landed, for the record to copy: the strings copied
+    // follow the entries in order, one byte per character.
     let p = offset + SET_SIZE + n * LABEL_SIZE;
     for (let i = 0; i < n; i++) {
-      p += kv[2 * i].length;
+      if (typeof keys[i] === 'string') p += keys[i].length;
       valueAt[i] = p;
       valueLength[i] = kv[2 * i + 1].length;
       p += valueLength[i];
@@ -151,16 +166,18 @@ function encodeAscii(set, n, records) {
   return true;
 }
 
-// binding.writeSet(offset, end, key, value, ...), with the strings as
-// arguments (the addon reads arguments more cheaply than array elements).
+// binding.writeSet(offset, end, key, value, ...), with the keys from
+// `keys` and the strings as arguments (the addon reads arguments more
+// cheaply than array elements).
 function writeSet(offset, end, kv) {
   const w = binding.writeSet;
+  const k = keys;
   switch (kv.length) {
-    case 2: return w(offset, end, kv[0], kv[1]);
-    case 4: return w(offset, end, kv[0], kv[1], kv[2], kv[3]);
-    case 6: return w(offset, end, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]);
-    case 8: return w(offset, end, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]);
-    default: return w(offset, end, ...kv);
+    case 2: return w(offset, end, k[0], kv[1]);
+    case 4: return w(offset, end, k[0], kv[1], k[1], kv[3]);
+    case 6: return w(offset, end, k[0], kv[1], k[1], kv[3], k[2], kv[5]);
+    case 8: return w(offset, end, k[0], kv[1], k[1], kv[3], k[2], kv[5], k[3], kv[7]);
+    default: return w(offset, end, ...kv.map((s, i) => ((i & 1) === 0 ? k[i >> 1] : s)));
   }
 }
 

@@ -11,7 +11,7 @@ const { unsupportedReason } = require('./platform');
 const { LIMITS } = require('./limits');
 
 // What the addon must agree on with lib/: the ABI's layout, and the most
-// labels a set holds (src/addon.c writeSet takes that many).
+// labels a set holds (src/addon.c writeAscii takes twice that many strings).
 const LAYOUT = {
   maxLabels: LIMITS.maxLabels,
   pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,

@@ -93,8 +93,11 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
  * returns where its last string ends, or -1 when it did not write it: a
  * string not ASCII, or anything that is not what lib/encode.js passes.
  * Strings come as arguments, not as an array: reading an array's elements
- * through Node-API would cost a call per element.  Checked here is only
- * what keeps the write inside the arena.
+ * through Node-API would cost a call per element.  A key may also be a
+ * number, offset * 64 + length, for its bytes in the arena's key area
+ * (lib/keys.js): reading a number costs less than reading a string.
+ * Checked here is only what keeps the write inside the arena, and every key
+ * pointer inside memory that is never reused.
  */
 static napi_value write_set(napi_env env, napi_callback_info info) {
   size_t argc = 2 + 2 * CL_MAX_LABELS + 1;
@@ -114,11 +117,21 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
-      /* Room for one unit more than a string may have, and V8's NUL. */
-      ok = napi_get_value_string_utf16(env, argv[2 + i], (char16_t *)units[i],
-                                       CL_MAX_STRING_UNITS + 1, &len) == napi_ok &&
-           len < CL_MAX_STRING_UNITS;
-      strings[i].units = units[i];
+      uint32_t place;
+      if ((i & 1) == 0 && napi_get_value_uint32(env, argv[2 + i], &place) == napi_ok) {
+        size_t at = place >> 6;
+        len = place & 63;
+        ok = len < CL_MAX_STRING_UNITS && at >= CL_KEY_AREA && at + len <= CL_ARENA_BYTES;
+        strings[i].units = NULL;
+        strings[i].bytes = arena->base + at;
+      } else {
+        /* Room for one unit more than a string may have, and V8's NUL. */
+        ok = napi_get_value_string_utf16(env, argv[2 + i], (char16_t *)units[i],
+                                         CL_MAX_STRING_UNITS + 1, &len) == napi_ok &&
+             len < CL_MAX_STRING_UNITS;
+        strings[i].units = units[i];
+        strings[i].bytes = NULL;
+      }
       strings[i].len = len;
     }
     size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
@@ -433,6 +446,7 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "chunkBytes", CL_CHUNK_BYTES) ||
       !set_number(env, result, "arenaChunks", CL_ARENA_CHUNKS) ||
       !set_number(env, result, "arenaBytes", CL_ARENA_BYTES) ||
+      !set_number(env, result, "keyArea", CL_KEY_AREA) ||
       !set_number(env, result, "maxLabels", CL_MAX_LABELS) ||
       !set_number(env, result, "maxStringUnits", CL_MAX_STRING_UNITS) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version) ||

@@ -56,10 +56,11 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
  * One anonymous mapping of CL_ARENA_BYTES per thread, made once and never
  * grown, so a thread's label memory is a constant that does not depend on
  * when V8 collects garbage.  The thread's JavaScript places sets in it
- * (through an ArrayBuffer), using the CL_ARENA_CHUNKS chunks of CL_CHUNK_BYTES
- * in turn, has them written (cl_labelset_write_ascii, or its own UTF-8
- * encoder), and writes a set again when the chunk it was in has been reused
- * (lib/arena.js).  The mapping is aligned to its own size, so it never
+ * (through an ArrayBuffer): all but the last of the CL_ARENA_CHUNKS chunks of
+ * CL_CHUNK_BYTES in turn, has them written (cl_labelset_write_ascii, or its
+ * own UTF-8 encoder), and writes a set again when the chunk it was in has
+ * been reused.  The last chunk holds label keys, each written once and never
+ * changed, that sets point at (lib/arena.js, lib/keys.js).  The mapping is aligned to its own size, so it never
  * crosses a 4 GiB boundary: the upper 32 bits of every address in it are the
  * same, which lets JavaScript write a pointer as two 32-bit halves with a
  * constant upper half.
@@ -71,6 +72,7 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
 #define CL_CHUNK_BYTES (64 * 1024)
 #define CL_ARENA_CHUNKS 16
 #define CL_ARENA_BYTES (CL_CHUNK_BYTES * CL_ARENA_CHUNKS)
+#define CL_KEY_AREA (CL_ARENA_BYTES - CL_CHUNK_BYTES) /* offset of the key area */
 #define CL_ALIGN 8
 
 typedef struct {
@@ -91,9 +93,10 @@ const char *cl_strerror(cl_status_t status);
 
 /*
  * Writing a set.  JavaScript places a set's block in the arena (lib/arena.js)
- * and hands its strings over as UTF-16 code units, as V8 gives them out;
+ * and hands its strings over as UTF-16 code units, as V8 gives them out, or,
+ * for a key already in the arena's key area, as the place of its bytes;
  * cl_labelset_write_ascii() lays out the custom_labels_labelset_t, its n
- * entries and then every key and value, in that order, within the block.  It
+ * entries and then the strings to copy, in that order, within the block.  It
  * writes ASCII only: any other code unit, or a block too small, makes it
  * return 0, and JavaScript then encodes the set as UTF-8 itself
  * (lib/encode.js), which is also where the limits are checked and reported.
@@ -103,14 +106,18 @@ const char *cl_strerror(cl_status_t status);
 #define CL_MAX_LABELS 10      /* lib/limits.js maxLabels */
 #define CL_MAX_STRING_UNITS 62 /* above every key and value limit */
 
+/* A string to copy (units), or one already in memory (bytes): its entry
+ * points at those bytes, which the caller keeps unchanged for as long as the
+ * set may be published, and nothing is copied.  One of the two is NULL. */
 typedef struct {
   const uint16_t *units;
+  const unsigned char *bytes;
   size_t len;
 } cl_units_t;
 
 /* strings[2i] and strings[2i + 1]: label i's key and value; `block` is
  * CL_ALIGN-aligned.  Returns the bytes used from `block` (the end of the last
- * string), or 0. */
+ * string copied), or 0. */
 size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
                                const cl_units_t *strings, size_t n);
 

@@ -1,7 +1,8 @@
 'use strict';
 const assert = require('node:assert/strict');
 const { withLabels, getLabels, enterLabels, supported, limits } = require('..');
-const { LAYOUT } = require('../lib/native');
+const { LAYOUT, binding } = require('../lib/native');
+const LAYOUT_OF_ADDON = binding === null ? null : binding.layout;
 const context = require('../lib/context');
 const { ring, addressOf } = require('../lib/arena');
 const tls = require('./helpers/tls');
@@ -120,29 +121,31 @@ describe('withLabels: what the thread publishes', () => {
     });
   });
 
-  it('uses 24 + 32n bytes plus the bytes of its keys and values, rounded to 8, and points only into its own block', () => {
+  it('uses 24 + 32n bytes plus the bytes of its values, rounded to 8, with values in its own block and keys written once, in the key area', () => {
     const sizes = [];
     const strings = (i) => ({ [`k${i}`]: `v${i}`, [`key${i}`]: `value${i}` });
     for (let i = 0; i < 3; i++) {
       withLabels(strings(i), () => sizes.push(context.state().installed.address));
     }
     // Consecutive sets are adjacent.
-    const size = (24 + 32 * 2 + 2 + 2 + 4 + 6 + 7) & ~7;
+    const size = (24 + 32 * 2 + 2 + 6 + 7) & ~7;
     assert.equal(sizes[1] - sizes[0], size);
     assert.equal(sizes[2] - sizes[1], size);
-    // A set that repeats the keys and a value of the set before it has its
-    // own copy of them: its bytes depend on no other set's.
+    // Sets that repeat the keys and a value of the set before them have
+    // their own copy of the values, and point at the same bytes for a key:
+    // bytes in the key area, past every chunk that sets are written into.
     const sets = [];
     for (let i = 0; i < 3; i++) {
       withLabels({ key: 'same-value', id: `id-${i}` }, () => sets.push({ address: tls.address(), raw: rawInstalled() }));
     }
-    const bytes = 24 + 32 * 2 + 3 + 10 + 2 + 4;
+    const bytes = 24 + 32 * 2 + 10 + 4;
     assert.equal(sets[2].address - sets[1].address, (bytes + 7) & ~7);
+    const keyArea = addressOf(LAYOUT_OF_ADDON.keyArea);
     for (const { address, raw } of sets) {
+      assert.deepEqual(raw.entries.map((e) => e.keyBuf), sets[0].raw.entries.map((e) => e.keyBuf));
       for (const e of raw.entries) {
-        for (const [buf, s] of [[e.keyBuf, e.key], [e.valueBuf, e.value]]) {
-          assert.ok(buf >= address + 24 + 32 * 2 && buf + s.length <= address + bytes, 'a string of the set lies in its block');
-        }
+        assert.ok(e.keyBuf >= keyArea && e.keyBuf + e.key.length <= addressOf(LAYOUT_OF_ADDON.arenaBytes), 'a key lies in the key area');
+        assert.ok(e.valueBuf >= address + 24 + 32 * 2 && e.valueBuf + e.value.length <= address + bytes, 'a value lies in its set\'s block');
       }
     }
   });
@@ -174,6 +177,11 @@ describe('withLabels: what the thread publishes', () => {
       ['a negative offset', -8, offset + size, 'k', 'value'],
       ['a string longer than any limit', offset, offset + 200, 'k', 'x'.repeat(62)],
       ['more labels than a set holds', offset, offset + 4096, ...Array.from({ length: 2 * (limits.maxLabels + 1) }, (_, i) => `s${i}`)],
+      // A key may be given as offset * 64 + length: bytes in the key area.
+      ['a key in a chunk that sets are written into', offset, offset + size - 1, (offset + 64) * 64 + 1, 'value'],
+      ['a key past the end of the arena', offset, offset + size - 1, (LAYOUT_OF_ADDON.arenaBytes - 1) * 64 + 2, 'value'],
+      ['a key longer than any limit', offset, offset + size - 1, LAYOUT_OF_ADDON.keyArea * 64 + 62, 'value'],
+      ['a value given as a place', offset, offset + size - 1, 'k', LAYOUT_OF_ADDON.keyArea * 64 + 5],
     ];
     for (const [what, ...args] of refused) {
       fresh();
@@ -193,6 +201,17 @@ describe('withLabels: what the thread publishes', () => {
     assert.equal(view.readBigUInt64LE(offset + 32), base + BigInt(offset + 56), 'key bytes follow the entries');
     assert.equal(view.readBigUInt64LE(offset + 40), 5n, 'value length');
     assert.equal(view.toString('latin1', offset + 56, offset + size), 'kvalue');
+    // The same set with its key in the key area: the entry points there, and
+    // the block holds the value alone.
+    const key = ring.keys;
+    bytes[key] = 'k'.charCodeAt(0); // past the keys in use: nothing points here
+    fresh();
+    assert.equal(writeSet(offset, offset + size - 1, key * 64 + 1, 'value'), offset + size - 1);
+    untouched(offset + size - 1, offset + size + guard, 'a set with a key in the key area');
+    assert.equal(view.readBigUInt64LE(offset + 24), 1n, 'key length');
+    assert.equal(view.readBigUInt64LE(offset + 32), base + BigInt(key), 'the key is pointed at where it is');
+    assert.equal(view.readBigUInt64LE(offset + 48), base + BigInt(offset + 56), 'the value follows the entries');
+    assert.equal(view.toString('latin1', offset + 56, offset + size - 1), 'value');
   });
 
   it('encodes keys and values as UTF-8', () => {

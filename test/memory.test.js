@@ -49,6 +49,35 @@ describe('memory', () => {
     assert.equal(out.arena, 1 << 20, 'the arena stays at its fixed size');
   });
 
+  it('writes each key once into a bounded key area, and copies keys into each set once it is full', () => {
+    // 4000 distinct 25-byte keys are more than the key area (one chunk)
+    // holds.  Every set must still publish exactly its labels, and the key
+    // area must stop at its size, while the ring turns over under it.
+    const out = child(`
+      const { withLabels } = require(${JSON.stringify(root)});
+      const { stats } = require(${JSON.stringify(root + '/lib/arena.js')});
+      const tls = require(${JSON.stringify(helper)});
+      const wrong = [];
+      const keyOf = (i) => 'k' + String(i).padStart(24, '0');
+      const check = (labels) => withLabels(labels, () => {
+        const got = tls.published();
+        if (JSON.stringify(got) !== JSON.stringify(labels)) wrong.push([labels, got]);
+      });
+      const areas = [];
+      for (let i = 0; i < 4000; i++) {
+        check({ [keyOf(i)]: 'v' + i, user: 'u' + i });
+        if (i === 100 || i === 3999) areas.push(stats().keyBytes);
+      }
+      for (let i = 0; i < 100000; i++) withLabels({ trace: 't' + i.toString(16).padStart(31, '0') }, () => {});
+      check({ [keyOf(0)]: 'first', [keyOf(3999)]: 'last', brandNew: 'after the area filled' });
+      console.log(JSON.stringify({ wrong, areas, turns: stats().turns, chunkBytes: stats().chunkBytes }));
+    `);
+    assert.deepEqual(out.wrong, []);
+    assert.equal(out.areas[0], 101 * 25 + 'user'.length, 'each key is written once');
+    assert.ok(out.areas[1] <= out.chunkBytes && out.areas[1] > out.chunkBytes - 25, `the key area filled up to its size and no further (${out.areas[1]})`);
+    assert.ok(out.turns > 15, 'the ring turned over meanwhile');
+  });
+
   it('keeps memory bounded under sustained churn, with no gc()', () => {
     // Unique values in every set for a few seconds, the same loop with
     // AsyncLocalStorage alone beside it: the peak RSS may not differ by more

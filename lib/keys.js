@@ -1,0 +1,50 @@
+'use strict';
+// Label keys, written once each.  A service puts the same few keys on every
+// set (route, user, trace), so a new set need not copy them: each distinct
+// ASCII key is written once into the arena's key area (lib/arena.js), which
+// is never reused, and the entries of every set with that key point there.
+// A set then hands the addon only its values to copy, which halves the
+// strings it reads through Node-API (bench/README.md).
+//
+// The area is bounded (one chunk of the arena).  A key that is not ASCII,
+// or that comes after the area is full, is copied into each set's own block
+// instead, as every key was before.
+
+const { LIMITS } = require('./limits');
+const { ring, takeKeyBytes } = require('./arena');
+
+// Where each key's bytes are, as an offset in the arena.
+const offsets = new Map();
+
+// The key looked up last at each position of a set, and its offset (-1: it
+// has none): sets made one after another mostly have the same keys in the
+// same order (one object literal), and comparing by identity costs less
+// than the Map.
+const lastKeys = new Array(LIMITS.maxLabels).fill('');
+const lastOffsets = new Int32Array(LIMITS.maxLabels).fill(-1);
+
+// The offset of `key`, label `i` of its set, in the key area, or -1 when
+// the set must copy it.  `key` is 1 to maxKeyBytes code units long.
+function keyOffset(key, i) {
+  if (lastKeys[i] === key) return lastOffsets[i];
+  let at = offsets.get(key);
+  if (at === undefined) at = add(key);
+  lastKeys[i] = key;
+  lastOffsets[i] = at;
+  return at;
+}
+
+function add(key) {
+  const n = key.length;
+  for (let i = 0; i < n; i++) {
+    if (key.charCodeAt(i) >= 0x80) return -1;
+  }
+  const at = takeKeyBytes(n);
+  if (at < 0) return -1;
+  const bytes = ring.bytes;
+  for (let i = 0; i < n; i++) bytes[at + i] = key.charCodeAt(i);
+  offsets.set(key, at);
+  return at;
+}
+
+module.exports = { keyOffset };
