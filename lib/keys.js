@@ -10,29 +10,18 @@
 // or that comes after the area is full, is copied into each set's own block
 // instead, as every key was before.
 
-const { LIMITS } = require('./limits');
+const { byPosition } = require('./byposition');
 const { ring, takeKeyBytes } = require('./arena');
 
 // Where each key's bytes are, as an offset in the arena.
 const offsets = new Map();
 
-// The key looked up last at each position of a set, and its offset (-1: it
-// has none): sets made one after another mostly have the same keys in the
-// same order (one object literal), and comparing by identity costs less
-// than the Map.
-const lastKeys = new Array(LIMITS.maxLabels).fill('');
-const lastOffsets = new Int32Array(LIMITS.maxLabels).fill(-1);
-
 // The offset of `key`, label `i` of its set, in the key area, or -1 when
 // the set must copy it.  `key` is 1 to maxKeyBytes code units long.
-function keyOffset(key, i) {
-  if (lastKeys[i] === key) return lastOffsets[i];
-  let at = offsets.get(key);
-  if (at === undefined) at = add(key);
-  lastKeys[i] = key;
-  lastOffsets[i] = at;
-  return at;
-}
+const keyOffset = byPosition((key) => {
+  const at = offsets.get(key);
+  return at === undefined ? add(key) : at;
+});
 
 function add(key) {
   const n = key.length;

@@ -26,6 +26,7 @@
 const { binding, otelEnabled } = require('./native');
 const { LIMITS } = require('./limits');
 const { invalidate } = require('./arena');
+const { byPosition } = require('./byposition');
 
 const HEADER = 28;
 // valid (24), trace-flags (25) and attrs-data-size (26) are written as
@@ -128,11 +129,9 @@ function idWordsOf(span) {
   return lastIdWords;
 }
 
-// The key indexes of the last record written, by label: the next set
-// usually has the same keys in the same places (a route, a user, a trace),
-// and then needs no lookup.  Owner: this module; one set's worth.
-const lastKeys = [];
-const lastIndexes = new Int32Array(LIMITS.maxLabels);
+// The key index of label i, looked up through the key map only when the
+// key at that position changed (lib/byposition.js).
+const keyIndex = byPosition(indexOf);
 
 // Writes the record of `set` at arena offset `at` (a multiple of 4): its
 // span, then one attribute per label (values copied from where the ABI
@@ -157,14 +156,7 @@ function writeRecord(bytes, words, at, set, n, valueAt, valueLength) {
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
     if (key === traceKey || key === spanKey) continue;
-    let index;
-    if (lastKeys[i] === key) {
-      index = lastIndexes[i];
-    } else {
-      index = indexOf(key);
-      lastKeys[i] = key;
-      lastIndexes[i] = index;
-    }
+    const index = keyIndex(key, i);
     if (index < 0) continue;
     const length = valueLength[i];
     const from = valueAt[i];

@@ -212,19 +212,30 @@ static size_t put_bytes(unsigned char *out, const void *data, uint32_t n) {
   return 4 + (size_t)n;
 }
 
+/*
+ * What labels and records share: 'N' for a NULL pointer, 'E' + why for one
+ * that could not be read, else `tag` and the count of what follows.
+ */
+static size_t encode_head(bool is_null, bool error, const char *why, char tag, size_t count,
+                          unsigned char *out) {
+  if (is_null) {
+    out[0] = 'N';
+    return 1;
+  }
+  if (error) {
+    out[0] = 'E';
+    return 1 + put_bytes(out + 1, why, (uint32_t)strlen(why));
+  }
+  uint32_t c = (uint32_t)count;
+  out[0] = (unsigned char)tag;
+  memcpy(out + 1, &c, 4);
+  return 5;
+}
+
 /* Encodes labels as 'N' (NULL), 'E' + why (unreadable) or 'S' + sorted labels. */
 static size_t encode_labels(const cld_labels_t *l, unsigned char *out) {
-  size_t n = 0;
-  if (l->is_null) {
-    out[n++] = 'N';
-  } else if (l->error) {
-    out[n++] = 'E';
-    n += put_bytes(out + n, l->why, (uint32_t)strlen(l->why));
-  } else {
-    out[n++] = 'S';
-    uint32_t count = (uint32_t)l->count;
-    memcpy(out + n, &count, 4);
-    n += 4;
+  size_t n = encode_head(l->is_null, l->error, l->why, 'S', l->count, out);
+  if (!l->is_null && !l->error) {
     for (size_t i = 0; i < l->count; i++) {
       const cld_label_t *x = &l->labels[i];
       n += put_bytes(out + n, l->bytes + x->key_off, x->key_len);
@@ -240,20 +251,13 @@ static size_t encode_labels(const cld_labels_t *l, unsigned char *out) {
  * length and bytes.
  */
 static size_t encode_record(const cld_otel_record_t *r, unsigned char *out) {
-  size_t n = 0;
-  if (r->is_null) {
-    out[n++] = 'N';
-  } else if (r->error) {
-    out[n++] = 'E';
-    n += put_bytes(out + n, r->why, (uint32_t)strlen(r->why));
-  } else if (r->valid != 1) {
-    out[n++] = 'I';
-    out[n++] = r->valid;
-  } else {
-    out[n++] = 'R';
-    uint32_t count = (uint32_t)r->count;
-    memcpy(out + n, &count, 4);
-    n += 4;
+  if (!r->is_null && !r->error && r->valid != 1) {
+    out[0] = 'I';
+    out[1] = r->valid;
+    return 2;
+  }
+  size_t n = encode_head(r->is_null, r->error, r->why, 'R', r->count, out);
+  if (!r->is_null && !r->error) {
     for (size_t i = 0; i < r->count; i++) {
       const cld_otel_entry_t *e = &r->entries[i];
       out[n++] = e->key;
