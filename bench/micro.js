@@ -92,10 +92,12 @@ function setup() {
   if (variant === 'part-derive' || variant === 'part-run') {
     const { derive, EMPTY } = require(path.join(ROOT, 'lib/labelset'));
     const context = require(path.join(ROOT, 'lib/context'));
+    // context.run takes the store that withLabels read (older copies read it
+    // themselves and have no store()).
     if (caseName === 'request-fixed' && variant === 'part-run') {
       // Sets built once up front: what is left is propagation (hooks, slot).
       const sets = new Map(REQ_USERS.map((u, i) => [u, derive(EMPTY, { route: REQ_ROUTE, user: u, trace: REQ_TRACES[i] }, 'withLabels')]));
-      runIn = (labels, fn) => context.run(sets.get(labels.user), fn);
+      runIn = (labels, fn) => context.run(sets.get(labels.user), fn, context.store?.());
       return;
     }
     if (!caseName.startsWith('sync')) throw new Error(`${variant} is for cases sync* and request only`);
@@ -103,7 +105,7 @@ function setup() {
       runIn = (labels, fn) => { derive(EMPTY, labels, 'withLabels'); return fn(); };
     } else {
       const set = derive(EMPTY, LABELS, 'withLabels');
-      runIn = (labels, fn) => context.run(set, fn);
+      runIn = (labels, fn) => context.run(set, fn, context.store?.());
     }
     return;
   }

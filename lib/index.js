@@ -16,7 +16,7 @@ module.exports = owner.standing === 'delegate' ? owner.owner.exports : create();
 
 function create() {
   const native = require('./native');
-  const { LIMITS, derive } = require('./labelset');
+  const { LIMITS, EMPTY, derive } = require('./labelset');
   const context = require('./context');
   const { enableThreadContext } = require('./threadcontext');
 
@@ -32,9 +32,9 @@ function create() {
    */
   function withLabels(labels, fn) {
     checkFunction(fn, 'withLabels');
-    const parent = context.current();
-    const set = derive(parent, labels, 'withLabels');
-    return context.run(set, fn);
+    const prior = context.store();
+    const set = derive(prior === undefined ? EMPTY : prior, labels, 'withLabels');
+    return context.run(set, fn, prior);
   }
 
   /**
@@ -66,7 +66,8 @@ function create() {
     value: Object.freeze({
       withSpan(labels, span, fn) {
         checkFunction(fn, 'withLabels');
-        return context.run(derive(context.current(), labels, 'withLabels', span), fn);
+        const prior = context.store();
+        return context.run(derive(prior === undefined ? EMPTY : prior, labels, 'withLabels', span), fn, prior);
       },
       enterSpan(labels, span) {
         context.enter(derive(context.current(), labels, 'enterLabels', span));

@@ -63,9 +63,21 @@ function quote(key) {
 }
 
 // ---------------------------------------------------------------------------
-// Reading the caller's object.  derive() copies the own enumerable string
-// keys and their values into a new array, checking each once; symbol keys
-// are not read (as Object.entries and JSON.stringify do not read them).
+// Reading the caller's object.  derive() reads the own enumerable string
+// keys and their values, checking each once; symbol keys are not read (as
+// Object.entries and JSON.stringify do not read them).
+
+// The object being read, as [key, value as given, ...]: one array that every
+// call reuses, so that labels that make no new set allocate nothing, and a
+// new set gets an array of exactly its size (a slice of this one) rather
+// than one grown by pushing.  Owner: this module; it holds the strings of
+// the last object read until the next call, and is emptied when an object
+// with more keys than a set may hold made it grow.  A getter among the
+// labels can call withLabels while its object is being read: such a nested
+// read gets an array of its own (`readers` counts the reads under way).
+let reading = [];
+let readers = 0;
+const READING_MAX = 4 * LIMITS.maxLabels;
 
 // The last set derive() made, and the array it was read from, so that the
 // same labels in the same parent give the same set without building it
@@ -89,22 +101,32 @@ function derive(parent, labels, who, span = parent.span) {
   if (proto !== ObjectPrototype && proto !== null && !isObjectPrototype(proto)) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
-  // [key, value as given, ...]; only strings in it means it can become the
-  // new set's own array.
-  const given = [];
+  // Only strings read means that the array given to build() can become the
+  // new set's own.
+  const into = readers === 0 ? reading : [];
+  let n = 0;
   let plain = true;
-  for (const key in labels) {
-    if (!hasOwn.call(labels, key)) continue;
-    const raw = labels[key];
-    if (typeof raw !== 'string') {
-      if (!isOtherValue(raw)) {
-        throw new TypeError(`${who}: labels[${quote(key)}] must be a string, number, boolean, bigint, null or undefined, got ${describe(raw)}`);
+  readers++;
+  try {
+    for (const key in labels) {
+      if (!hasOwn.call(labels, key)) continue;
+      const raw = labels[key];
+      if (typeof raw !== 'string') {
+        if (!isOtherValue(raw)) {
+          throw new TypeError(`${who}: labels[${quote(key)}] must be a string, number, boolean, bigint, null or undefined, got ${describe(raw)}`);
+        }
+        plain = false;
       }
-      plain = false;
+      into[n] = key;
+      into[n + 1] = raw;
+      n += 2;
     }
-    given.push(key, raw);
+  } finally {
+    readers--;
   }
-  if (parent === lastParent && span === lastSpan && sameGiven(given, lastGiven)) return lastSet;
+  if (parent === lastParent && span === lastSpan && sameGiven(into, n, lastGiven)) return lastSet;
+  const given = into.slice(0, n);
+  if (n > READING_MAX && into === reading) reading = [];
   const set = build(parent, given, plain, who, span);
   lastParent = parent;
   lastGiven = given;
@@ -113,8 +135,8 @@ function derive(parent, labels, who, span = parent.span) {
   return set;
 }
 
-function sameGiven(a, b) {
-  const n = a.length;
+// Whether the first n entries of `a` are those of `b`.
+function sameGiven(a, n, b) {
   if (n !== b.length) return false;
   for (let i = 0; i < n; i++) {
     if (a[i] !== b[i]) return false;

@@ -109,6 +109,30 @@ describe('bad input', () => {
     rejects((fn) => withLabels(labels, fn), Error, /getter failed/);
   });
 
+  it('reads a labels object whose getter labels other work while it is read', () => {
+    // The getter's withLabels reads its own object in the middle of the
+    // outer read; neither may see the other's keys.
+    const inner = [];
+    const labels = {
+      a: '1',
+      get b() {
+        return withLabels({ x: '9', y: '8', z: '7', w: '6' }, () => {
+          inner.push(tls.published());
+          return '2';
+        });
+      },
+      c: '3',
+    };
+    for (let round = 0; round < 3; round++) {
+      withLabels(labels, () => {
+        assert.deepEqual(tls.published(), { a: '1', b: '2', c: '3' });
+        assert.deepEqual(getLabels(), { a: '1', b: '2', c: '3' });
+      });
+    }
+    assert.deepEqual(inner, Array(3).fill({ x: '9', y: '8', z: '7', w: '6' }));
+    assert.equal(tls.published(), null);
+  });
+
   it('enterLabels validates the same way and changes nothing on error', () => {
     rejects(() => enterLabels(null), TypeError, /enterLabels: labels must be a plain object/);
     rejects(() => enterLabels({ k: {} }), TypeError, /enterLabels: labels\["k"\]/);
