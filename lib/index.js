@@ -31,9 +31,16 @@ function create() {
    * all async work that fn starts.  Returns what fn returns.
    */
   function withLabels(labels, fn) {
+    return runWith(labels, undefined, fn);
+  }
+
+  // withLabels, with `span` for the new set (undefined: the enclosing
+  // set's).  The current store is read once: derive() builds on it, and
+  // context.run() puts it back.
+  function runWith(labels, span, fn) {
     checkFunction(fn, 'withLabels');
     const prior = context.store();
-    const set = derive(prior === undefined ? EMPTY : prior, labels, 'withLabels');
+    const set = derive(prior === undefined ? EMPTY : prior, labels, 'withLabels', span);
     return context.run(set, fn, prior);
   }
 
@@ -64,11 +71,7 @@ function create() {
   };
   Object.defineProperty(api, INTERNAL, {
     value: Object.freeze({
-      withSpan(labels, span, fn) {
-        checkFunction(fn, 'withLabels');
-        const prior = context.store();
-        return context.run(derive(prior === undefined ? EMPTY : prior, labels, 'withLabels', span), fn, prior);
-      },
+      withSpan: runWith,
       enterSpan(labels, span) {
         context.enter(derive(context.current(), labels, 'enterLabels', span));
       },
