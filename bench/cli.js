@@ -1,5 +1,5 @@
 'use strict';
-// Command-line pieces shared by the benchmark scripts.
+// Command-line and child-process pieces shared by the benchmark scripts.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -25,4 +25,44 @@ function printUsage(file) {
   process.exit(0);
 }
 
-module.exports = { resolveNode, printUsage };
+// Parses argv into `o`, which holds the defaults.  `options` maps each
+// option that takes a value to (o, value) => void; --help prints `file`'s
+// usage.  Anything else is an error that names it.
+function parseOptions(argv, file, o, options) {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--help' || a === '-h') printUsage(file);
+    const set = Object.hasOwn(options, a) ? options[a] : null;
+    if (set === null) throw new Error(`unknown option ${a} (see --help)`);
+    if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+    set(o, argv[++i]);
+  }
+  return o;
+}
+
+// The median of the finite values, NaN if there are none.
+function median(values) {
+  const s = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+// The first line a child prints on stdout, parsed as JSON (a server says
+// where it listens that way); rejects with the end of its stderr if it
+// exits first.  The child's stdout and stderr must be pipes.
+function firstJsonLine(proc) {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    proc.stderr.on('data', (d) => { err += d; });
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const nl = out.indexOf('\n');
+      if (nl !== -1) resolve(JSON.parse(out.slice(0, nl)));
+    });
+    proc.on('exit', (code) => reject(new Error(`child exited ${code}: ${err.trim().slice(-2000)}`)));
+  });
+}
+
+module.exports = { resolveNode, printUsage, parseOptions, median, firstJsonLine };

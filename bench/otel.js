@@ -37,7 +37,7 @@ const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { resolveNode, printUsage } = require('./cli');
+const { resolveNode, parseOptions, median, firstJsonLine } = require('./cli');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -139,50 +139,19 @@ function measure(batch) {
 // The parent.
 
 function parseArgs(argv) {
-  const o = { nodes: [], rounds: 3, duration: 5, connections: 20, only: ['http', 'micro'] };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const next = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--node') o.nodes.push(next());
-    else if (a === '--rounds') o.rounds = Number(next());
-    else if (a === '--duration') o.duration = Number(next());
-    else if (a === '--connections') o.connections = Number(next());
-    else if (a === '--only') o.only = next().split(',');
-    else if (a === '--help' || a === '-h') {
-      printUsage(__filename);
-    } else throw new Error(`unknown option ${a} (see --help)`);
-  }
+  const o = parseOptions(argv, __filename, { nodes: [], rounds: 3, duration: 5, connections: 20, only: ['http', 'micro'] }, {
+    '--node': (x, v) => x.nodes.push(v),
+    '--rounds': (x, v) => { x.rounds = Number(v); },
+    '--duration': (x, v) => { x.duration = Number(v); },
+    '--connections': (x, v) => { x.connections = Number(v); },
+    '--only': (x, v) => { x.only = v.split(','); },
+  });
   if (o.nodes.length === 0) o.nodes = [process.execPath];
   return o;
 }
 
-
-function median(values) {
-  const s = values.filter(Number.isFinite).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
 function child(node, args) {
   return spawn(node, [__filename, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-}
-
-function firstJsonLine(proc) {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    proc.stderr.on('data', (d) => { err += d; });
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const nl = out.indexOf('\n');
-      if (nl !== -1) resolve(JSON.parse(out.slice(0, nl)));
-    });
-    proc.on('exit', (code) => reject(new Error(`child exited ${code}: ${err.trim().slice(-2000)}`)));
-  });
 }
 
 let CLK_TCK = 100;

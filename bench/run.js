@@ -37,7 +37,7 @@
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { resolveNode, printUsage } = require('./cli');
+const { resolveNode, printUsage, median, firstJsonLine } = require('./cli');
 
 const BENCH = __dirname;
 // The customlabels package under test: this repository unless --root says otherwise.
@@ -114,13 +114,6 @@ function runChild(node, args, { input = false, timeoutMs = 600000 } = {}) {
       }
     });
   });
-}
-
-function median(values) {
-  const s = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 const raw = [];
@@ -231,17 +224,7 @@ try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) |
 async function loadRun(node, variant, threads, duration) {
   const autocannon = require('autocannon');
   const child = spawn(node, [...NODE_ARGS, 'http-server.js', variant, String(threads)], { cwd: BENCH, env: childEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
-  let err = '';
-  child.stderr.on('data', (d) => { err += d; });
-  const ready = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const nl = out.indexOf('\n');
-      if (nl !== -1) resolve(JSON.parse(out.slice(0, nl)));
-    });
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
-  });
+  const ready = await firstJsonLine(child);
   const ports = ready.ports;
   const per = Math.floor(50 / ports.length);
   // The server's resident memory (all its threads), once a second from the
