@@ -20,7 +20,8 @@
 //   customlabels  lib/ of the package measured, or any frame of customlabels.node
 //   floor hook    bench/floors.js (the reading floor's `before`)
 //   node async    Node's async_hooks, AsyncLocalStorage and AsyncContextFrame code
-//   gc            any sample with V8's garbage collector on the stack
+//   gc            any sample with V8's heap code on the stack: the garbage
+//                 collector, or an allocation slow enough to reach the heap
 //   other         everything else: HTTP, streams, the handler, the kernel
 // Needs perf (linux-perf) and a kernel that lets it sample this user's processes.
 // Exit code 0 whatever it finds: this is a report.
