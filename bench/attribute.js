@@ -23,6 +23,11 @@
 //   gc            any sample with V8's heap code on the stack: the garbage
 //                 collector, or an allocation slow enough to reach the heap
 //   other         everything else: HTTP, streams, the handler, the kernel
+// Code that V8 inlined counts for the function it was inlined into, which
+// blurs the classes: on Node 24, lib/context.js's `run` is inlined into
+// the server's request listener (other), and everywhere AsyncLocalStorage's
+// methods are inlined into their callers.  bench/README.md, "A tenth run",
+// says what that does to the figures.
 // Needs perf (linux-perf) and a kernel that lets it sample this user's processes.
 // Exit code 0 whatever it finds: this is a report.
 
@@ -57,7 +62,7 @@ function classify(frames, libDir) {
     const file = m[1];
     if (file.startsWith(libDir)) return 'customlabels';
     if (file.endsWith('/bench/floors.js')) return 'floor hook';
-    if (/^node:internal\/(async_hooks|async_local_storage|async_context_frame)/.test(file)) return 'node async';
+    if (/^node:(internal\/)?(async_hooks|async_local_storage|async_context_frame)/.test(file)) return 'node async';
     return 'other';
   }
   return 'other';
