@@ -49,7 +49,13 @@ function create() {
    * synchronous execution and the async work it starts.
    */
   function enterLabels(labels) {
-    context.enter(derive(context.current(), labels, 'enterLabels'));
+    enterWith(labels, undefined);
+  }
+
+  // enterLabels, with `span` for the new set (undefined: the enclosing
+  // set's).
+  function enterWith(labels, span) {
+    context.enter(derive(context.current(), labels, 'enterLabels', span));
   }
 
   /** The current labels, as a new plain object. */
@@ -72,9 +78,7 @@ function create() {
   Object.defineProperty(api, INTERNAL, {
     value: Object.freeze({
       withSpan: runWith,
-      enterSpan(labels, span) {
-        context.enter(derive(context.current(), labels, 'enterLabels', span));
-      },
+      enterSpan: enterWith,
       currentSpan() {
         return context.current().span;
       },
