@@ -4,21 +4,24 @@
 // each sample charged to whoever was running JavaScript.  It answers what a
 // throughput ratio cannot on a noisy 2-core machine: how many microseconds
 // of each request customlabels' own code takes, next to what the reading
-// floor's hook takes, on the main thread and in 2 workers.
+// floor's hook takes, on the main thread and in 2 workers, and next to the
+// least that writing each request's set in JavaScript costs.
 //
 //   node bench/attribute.js [--node 20|24|PATH ...] [--rounds 3] [--rate 4000]
 //                           [--seconds 8] [--root DIR]
 //
 // --rate is requests per second per server (each worker has its own), below
 // what the server can serve, so that both variants do the same work in the
-// same time.  Variants are `labels` and `floor-read`, alternating; each run
-// is a fresh server with --perf-basic-prof, warmed for 3 s.
+// same time.  Variants are `labels`, `minimal` (the reading floor, and each
+// request's set written by bench/minimal.js) and `floor-read`, alternating;
+// each run is a fresh server with --perf-basic-prof, warmed for 3 s.
 //
 // A sample is charged to the innermost JavaScript function on its stack
 // (native code and V8 builtins count for the function that called them),
 // and classed by that function's file:
 //   customlabels  lib/ of the package measured, or any frame of customlabels.node
 //   floor hook    bench/floors.js (the reading floor's `before`)
+//   minimal       bench/minimal.js (the minimal variant's checks, writer and run)
 //   node async    Node's async_hooks, AsyncLocalStorage and AsyncContextFrame code
 //   gc            any sample with V8's heap code on the stack: the garbage
 //                 collector, or an allocation slow enough to reach the heap
@@ -38,7 +41,7 @@ const os = require('node:os');
 const { resolveNode, parseOptions, median, firstJsonLine } = require('./cli');
 
 const BENCH = __dirname;
-const CLASSES = ['customlabels', 'floor hook', 'node async', 'gc', 'other'];
+const CLASSES = ['customlabels', 'floor hook', 'minimal', 'node async', 'gc', 'other'];
 
 function parseArgs(argv) {
   const o = parseOptions(argv, __filename, { nodes: [], rounds: 3, rate: 4000, seconds: 8, root: path.join(BENCH, '..') }, {
@@ -62,6 +65,7 @@ function classify(frames, libDir) {
     const file = m[1];
     if (file.startsWith(libDir)) return 'customlabels';
     if (file.endsWith('/bench/floors.js')) return 'floor hook';
+    if (file.endsWith('/bench/minimal.js')) return 'minimal';
     if (/^node:(internal\/)?(async_hooks|async_local_storage|async_context_frame)/.test(file)) return 'node async';
     return 'other';
   }
@@ -117,7 +121,7 @@ async function main() {
     const node = resolveNode(spec);
     const version = execFileSync(node, ['--version']).toString().trim();
     console.log(`\nNode ${version}: ${o.rate} req/s per server for ${o.seconds} s, ${o.rounds} rounds, medians in µs of CPU per request`);
-    const configs = [['labels', 0], ['floor-read', 0], ['labels', 2], ['floor-read', 2]];
+    const configs = [['labels', 0], ['minimal', 0], ['floor-read', 0], ['labels', 2], ['minimal', 2], ['floor-read', 2]];
     const got = new Map(configs.map((c) => [c.join('/'), []]));
     for (let r = 0; r < o.rounds; r++) {
       for (const [variant, threads] of (r % 2 === 0 ? configs : [...configs].reverse())) {
@@ -136,10 +140,15 @@ async function main() {
     for (const threads of ['0', '2']) {
       const labels = got.get(`labels/${threads}`);
       const floor = got.get(`floor-read/${threads}`);
-      const above = median(labels.map((x) => x.customlabels)) - median(floor.map((x) => x['floor hook']));
+      const minimal = got.get(`minimal/${threads}`);
+      const hook = median(floor.map((x) => x['floor hook']));
+      const above = median(labels.map((x) => x.customlabels)) - hook;
+      // The minimal variant's hooks are the floor's own, counted apart.
+      const writer = median(minimal.map((x) => x.minimal));
       const floorTotal = median(floor.map((x) => x.total));
+      const pct = (us) => ((100 * us) / floorTotal).toFixed(1);
       console.log(`${threads === '0' ? 'main thread' : `${threads} workers`}: customlabels' code ${above.toFixed(2)} µs per request above the floor's hook, ` +
-        `${((100 * above) / floorTotal).toFixed(1)} % of the floor's ${floorTotal.toFixed(2)} µs`);
+        `${pct(above)} % of the floor's ${floorTotal.toFixed(2)} µs; the minimal writer's ${writer.toFixed(2)} µs, ${pct(writer)} %`);
     }
   }
   fs.rmSync(dir, { recursive: true, force: true });

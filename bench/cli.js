@@ -3,6 +3,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -65,4 +66,15 @@ function firstJsonLine(proc) {
   });
 }
 
-module.exports = { resolveNode, printUsage, parseOptions, median, firstJsonLine };
+// Clock ticks per second, the unit of the CPU times in /proc/PID/stat.
+let CLK_TCK = 100;
+try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch { /* the usual value */ }
+
+// The CPU time a process has used, user and system, all threads, in seconds.
+function procCpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+module.exports = { resolveNode, printUsage, parseOptions, median, firstJsonLine, procCpuSeconds };

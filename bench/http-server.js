@@ -3,8 +3,9 @@
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
 // 3 labels), `labels-tc` (the same with enableThreadContext()), `baseline` (inside AsyncLocalStorage.run with the same label
 // object), `plain` (no AsyncLocalStorage at all), `floor-mech` (baseline + the empty hooks of the mechanism
-// customlabels uses on this Node) or `floor-read` (baseline + those hooks,
-// `before` reading the store).  THREADS = 0 (default) serves from the main thread; THREADS = k
+// customlabels uses on this Node), `floor-read` (baseline + those hooks,
+// `before` reading the store) or `minimal` (floor-read, and each request's
+// set written by bench/minimal.js's writer).  THREADS = 0 (default) serves from the main thread; THREADS = k
 // starts k worker threads, each with its own server on its own port (no
 // port sharing, which Node 20 workers cannot do), and the load generator
 // loads every port.
@@ -37,6 +38,12 @@ function serve(variant) {
     // The baseline plus the hooks of the mechanism customlabels uses: empty,
     // or with `before` reading the store.
     if (variant !== 'baseline') require('./floors').floors[variant](als);
+  } else if (variant === 'minimal') {
+    // floor-read, with each request's set written by bench/minimal.js and
+    // its address stored: a lower bound of writing sets in JavaScript.
+    const als = new AsyncLocalStorage();
+    runIn = require('./minimal').minimalRun(als, Object.keys(workload.requests()()));
+    require('./floors').floors['floor-read'](als);
   } else {
     throw new Error(`unknown variant ${variant}`);
   }

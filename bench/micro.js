@@ -113,20 +113,9 @@ function setup() {
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
   if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes' || variant === 'minimal') {
-    // The input checks withLabels makes on every call (a plain object,
-    // values of the allowed types, fn a function; symbol keys are not
-    // read), then als.run: what the API costs before any label work.
-    const hasOwn = Object.prototype.hasOwnProperty;
-    const check = (labels, fn) => {
-      if (typeof fn !== 'function' || labels === null || typeof labels !== 'object') throw new TypeError('bad input');
-      const proto = Object.getPrototypeOf(labels);
-      if (proto !== Object.prototype && proto !== null) throw new TypeError('labels');
-      for (const key in labels) {
-        if (!hasOwn.call(labels, key)) continue;
-        const v = labels[key];
-        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint' && v != null) throw new TypeError(key);
-      }
-    };
+    // The input checks withLabels makes on every call, then als.run:
+    // what the API costs before any label work.
+    const { check, minimalRun } = require('./minimal');
     runIn = (labels, fn) => {
       check(labels, fn);
       return als.run(labels, fn);
@@ -158,22 +147,7 @@ function setup() {
     }
     if (variant === 'minimal') {
       if (!['sync', 'request', 'request-header'].includes(caseName)) throw new Error('minimal is for the sync, request and request-header cases');
-      const { read, minimalWriter } = require('./minimal');
-      const write = minimalWriter(Object.keys(realistic()));
-      const pointer = new BigUint64Array(1);
-      runIn = (labels, fn) => {
-        check(labels, fn);
-        const set = write(read(labels));
-        const prior = als.getStore();
-        als.enterWith(set);
-        pointer[0] = set.word;
-        try {
-          return fn();
-        } finally {
-          als.enterWith(prior);
-          pointer[0] = 0n;
-        }
-      };
+      runIn = minimalRun(als, Object.keys(realistic()));
     }
     // floor-all, floor-bytes and minimal go on to add the reading hooks.
     if (variant === 'floor-check') return;

@@ -95,4 +95,40 @@ function minimalWriter(keys) {
   };
 }
 
-module.exports = { read, minimalWriter };
+// The input checks withLabels makes on every call (a plain object, values
+// of the allowed types, fn a function; symbol keys are not read): what the
+// API costs before any label work.
+function check(labels, fn) {
+  if (typeof fn !== 'function' || labels === null || typeof labels !== 'object') throw new TypeError('bad input');
+  const proto = Object.getPrototypeOf(labels);
+  if (proto !== Object.prototype && proto !== null) throw new TypeError('labels');
+  for (const key in labels) {
+    if (!hasOwn.call(labels, key)) continue;
+    const v = labels[key];
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint' && v != null) throw new TypeError(key);
+  }
+}
+
+// withLabels as the minimal writer would make it, over `als` (whose hooks
+// are the caller's business): the checks, the set written, that set as the
+// store, and its address stored on entry and cleared on exit, inside
+// AsyncLocalStorage.run's own steps.  For labels objects with `keys`.
+function minimalRun(als, keys) {
+  const write = minimalWriter(keys);
+  const pointer = new BigUint64Array(1);
+  return function run(labels, fn) {
+    check(labels, fn);
+    const set = write(read(labels));
+    const prior = als.getStore();
+    als.enterWith(set);
+    pointer[0] = set.word;
+    try {
+      return fn();
+    } finally {
+      als.enterWith(prior);
+      pointer[0] = 0n;
+    }
+  };
+}
+
+module.exports = { read, minimalWriter, check, minimalRun };

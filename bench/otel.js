@@ -37,7 +37,7 @@ const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { resolveNode, parseOptions, median, firstJsonLine } = require('./cli');
+const { resolveNode, parseOptions, median, firstJsonLine, procCpuSeconds } = require('./cli');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -152,15 +152,6 @@ function parseArgs(argv) {
 
 function child(node, args) {
   return spawn(node, [__filename, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-}
-
-let CLK_TCK = 100;
-try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch { /* default */ }
-
-function procCpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
 async function httpRun(node, variant, o) {

@@ -34,10 +34,10 @@
 //                             cost beside labels alone
 // Exit code is 0 whatever the ratios: this is a report, not a test.
 
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { resolveNode, printUsage, median, firstJsonLine } = require('./cli');
+const { resolveNode, printUsage, median, firstJsonLine, procCpuSeconds } = require('./cli');
 
 const BENCH = __dirname;
 // The customlabels package under test: this repository unless --root says otherwise.
@@ -206,17 +206,6 @@ async function micro(node, o, info) {
 async function hops(node) {
   return runChild(node, ['hops.js']);
 }
-
-function procCpuSeconds(pid) {
-  // utime + stime of the whole process (all threads), in clock ticks.
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return ticks / CLK_TCK;
-}
-
-let CLK_TCK = 100;
-try { CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch {}
 
 // One load run: starts the server child, loads each of its ports with
 // autocannon from this process (50 connections in all), returns req/s, p99
