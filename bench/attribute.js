@@ -88,8 +88,10 @@ function attribute(file, libDir) {
 
 async function oneRun(node, o, variant, threads, dir) {
   const autocannon = require('autocannon');
-  const child = spawn(node, ['--perf-basic-prof', 'http-server.js', variant, String(threads)],
-    { cwd: BENCH, env: { ...process.env, CUSTOMLABELS_ROOT: o.root }, stdio: ['pipe', 'pipe', 'pipe'] });
+  // The run's own directory as the working directory: --perf-basic-prof
+  // makes V8 write an isolate-*-v8.log there for every isolate.
+  const child = spawn(node, ['--perf-basic-prof', path.join(BENCH, 'http-server.js'), variant, String(threads)],
+    { cwd: dir, env: { ...process.env, CUSTOMLABELS_ROOT: o.root }, stdio: ['pipe', 'pipe', 'pipe'] });
   try {
     const ready = await firstJsonLine(child);
     const load = (seconds) => Promise.all(ready.ports.map((port) => new Promise((resolve, reject) => {
