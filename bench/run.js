@@ -19,8 +19,8 @@
 //   --only a,b                sections: micro, floors, hops, http, workers, memory
 //                             (floors adds each mechanism's empty hooks and
 //                             the parts to micro, and the empty and reading
-//                             hooks to http and workers; it runs nothing by
-//                             itself)
+//                             hooks and the minimal writer of bench/minimal.js
+//                             to http and workers; it runs nothing by itself)
 //   --node-arg ARG            pass ARG to every child Node (repeatable), e.g.
 //                             --node-arg=--experimental-async-context-frame
 //   --cases a,b               micro cases only: sync, sync-fixed, await-in,
@@ -287,22 +287,27 @@ function loadRows(rows, h, title) {
     `${fmtRatio(lr)} of reading floor (vs ALS ${fmtRatio(h.p99.labels / h.p99.baseline)})`, '<= 1.05x', verdict(lr <= 1.05), '', fl('p99', (x) => `${x.toFixed(2)} ms`)]);
 }
 
-// A load figure's floors: empty hooks, then reading hooks.
+// A load figure's floors: empty hooks, then reading hooks, and the
+// minimal writer.
 function loadFloors(figure, f) {
-  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead], ['no ALS', figure.plain]], f);
+  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead], ['minimal writer', figure.minimal], ['no ALS', figure.plain]], f);
 }
 
 async function http(node, o, info, threads) {
   // The targets are against the reading floor; `plain` (no
   // AsyncLocalStorage at all) is what a user without OpenTelemetry pays.
-  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech'] : ['baseline', 'labels', 'floor-read', 'plain'];
+  // With floors: also the empty hooks, and the minimal writer of
+  // bench/minimal.js (the reading floor, each request's set written a
+  // character at a time in JavaScript): what any writer of per-request sets
+  // pays at this load.
+  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech', 'minimal'] : ['baseline', 'labels', 'floor-read', 'plain'];
   if (o.threadContext) variants.splice(2, 0, 'labels-tc');
   const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
   const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), plain: m('plain', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), plain: m('plain', k), minimal: m('minimal', k) };
   }
   out.all = got;
   return out;
