@@ -289,6 +289,7 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       const expectedKeys = Array.from({ length: 250 }, (_, i) => `key${String(i).padStart(3, '0')}`);
       let consistent = 0;
       let retried = 0;
+      let acknowledged = 0; // batches the child was told to go on from
       let last = 0n;
       let lastCount = 0;
       const deadline = Date.now() + 30000;
@@ -322,13 +323,20 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
           last = published;
           lastCount = keys.length;
           consistent++;
+          // The child waits after each batch until this read is done.
+          const batches = messages.filter((m) => m.batch !== undefined).length;
+          if (batches > acknowledged) {
+            acknowledged = batches;
+            child.stdin.write('\n');
+          }
           await new Promise((resolve) => setImmediate(resolve));
         }
       } finally {
         fs.closeSync(mem);
       }
       assert.equal(lastCount, 250, 'the reader sees every key in the end');
-      assert.ok(consistent > 10, `only ${consistent} consistent reads`);
+      assert.equal(acknowledged, 49, 'the reader read the map after every batch but the last');
+      assert.ok(consistent >= 50, `only ${consistent} consistent reads`);
       console.log(`      ${consistent} consistent reads, ${retried} retried (update in progress or changed)`);
     } finally {
       child.stdin.end();

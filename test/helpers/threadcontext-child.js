@@ -183,8 +183,12 @@ const scenarios = {
     setImmediate(() => out({ over, more, warnings, context: processContext() }));
   },
 
-  // Keys appended one by one while a reader in another process polls:
-  // prints "ready", then appends KEYS keys, "done" after each batch.
+  // Keys appended while a reader in another process polls: prints "ready",
+  // then appends KEYS keys in batches of 5, printing "batch" after each and
+  // "done" after the last.  After a batch it waits for a line on stdin,
+  // which the reader sends once it has read the map again: the reader then
+  // sees the map at every batch, however busy the machine is, and each batch
+  // is still appended while the reader polls.
   appender() {
     const cl = require(ROOT);
     cl.enableThreadContext();
@@ -193,12 +197,15 @@ const scenarios = {
     let i = 0;
     const step = () => {
       for (let j = 0; j < 5 && i < n; j++, i++) cl.withLabels({ [`key${String(i).padStart(3, '0')}`]: String(i) }, () => {});
-      if (i < n) setImmediate(step);
+      if (i < n) out({ batch: i });
       else out({ done: i, context: processContext() });
     };
-    setImmediate(step);
-    process.stdin.resume();
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', (chunk) => {
+      for (const c of chunk) if (c === '\n' && i < n) step();
+    });
     process.stdin.on('end', () => process.exit(0));
+    setImmediate(step);
   },
 
   // Bad options change nothing.
