@@ -119,41 +119,46 @@ async function oneRun(node, o, variant, threads, dir) {
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-attribute-'));
-  for (const spec of o.nodes) {
-    const node = resolveNode(spec);
-    const version = execFileSync(node, ['--version']).toString().trim();
-    console.log(`\nNode ${version}: ${o.rate} req/s per server for ${o.seconds} s, ${o.rounds} rounds, medians in µs of CPU per request`);
-    const configs = [['labels', 0], ['minimal', 0], ['floor-read', 0], ['labels', 2], ['minimal', 2], ['floor-read', 2]];
-    const got = new Map(configs.map((c) => [c.join('/'), []]));
-    for (let r = 0; r < o.rounds; r++) {
-      for (const [variant, threads] of (r % 2 === 0 ? configs : [...configs].reverse())) {
-        got.get(`${variant}/${threads}`).push(await oneRun(node, o, variant, threads, dir));
+  // perf's data and V8's isolate logs go here; removed whether the runs
+  // succeed or not.
+  try {
+    for (const spec of o.nodes) {
+      const node = resolveNode(spec);
+      const version = execFileSync(node, ['--version']).toString().trim();
+      console.log(`\nNode ${version}: ${o.rate} req/s per server for ${o.seconds} s, ${o.rounds} rounds, medians in µs of CPU per request`);
+      const configs = [['labels', 0], ['minimal', 0], ['floor-read', 0], ['labels', 2], ['minimal', 2], ['floor-read', 2]];
+      const got = new Map(configs.map((c) => [c.join('/'), []]));
+      for (let r = 0; r < o.rounds; r++) {
+        for (const [variant, threads] of (r % 2 === 0 ? configs : [...configs].reverse())) {
+          got.get(`${variant}/${threads}`).push(await oneRun(node, o, variant, threads, dir));
+        }
+      }
+      const header = ['server', 'variant', 'total', ...CLASSES];
+      const rows = [];
+      for (const [key, runs] of got) {
+        const [variant, threads] = key.split('/');
+        rows.push([threads === '0' ? 'main thread' : `${threads} workers`, variant,
+          ...['total', ...CLASSES].map((c) => median(runs.map((x) => x[c])).toFixed(2))]);
+      }
+      const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+      for (const row of [header, ...rows]) console.log(row.map((c, i) => c.padEnd(widths[i])).join('  '));
+      for (const threads of ['0', '2']) {
+        const labels = got.get(`labels/${threads}`);
+        const floor = got.get(`floor-read/${threads}`);
+        const minimal = got.get(`minimal/${threads}`);
+        const hook = median(floor.map((x) => x['floor hook']));
+        const above = median(labels.map((x) => x.customlabels)) - hook;
+        // The minimal variant's hooks are the floor's own, counted apart.
+        const writer = median(minimal.map((x) => x.minimal));
+        const floorTotal = median(floor.map((x) => x.total));
+        const pct = (us) => ((100 * us) / floorTotal).toFixed(1);
+        console.log(`${threads === '0' ? 'main thread' : `${threads} workers`}: customlabels' code ${above.toFixed(2)} µs per request above the floor's hook, ` +
+          `${pct(above)} % of the floor's ${floorTotal.toFixed(2)} µs; the minimal writer's ${writer.toFixed(2)} µs, ${pct(writer)} %`);
       }
     }
-    const header = ['server', 'variant', 'total', ...CLASSES];
-    const rows = [];
-    for (const [key, runs] of got) {
-      const [variant, threads] = key.split('/');
-      rows.push([threads === '0' ? 'main thread' : `${threads} workers`, variant,
-        ...['total', ...CLASSES].map((c) => median(runs.map((x) => x[c])).toFixed(2))]);
-    }
-    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
-    for (const row of [header, ...rows]) console.log(row.map((c, i) => c.padEnd(widths[i])).join('  '));
-    for (const threads of ['0', '2']) {
-      const labels = got.get(`labels/${threads}`);
-      const floor = got.get(`floor-read/${threads}`);
-      const minimal = got.get(`minimal/${threads}`);
-      const hook = median(floor.map((x) => x['floor hook']));
-      const above = median(labels.map((x) => x.customlabels)) - hook;
-      // The minimal variant's hooks are the floor's own, counted apart.
-      const writer = median(minimal.map((x) => x.minimal));
-      const floorTotal = median(floor.map((x) => x.total));
-      const pct = (us) => ((100 * us) / floorTotal).toFixed(1);
-      console.log(`${threads === '0' ? 'main thread' : `${threads} workers`}: customlabels' code ${above.toFixed(2)} µs per request above the floor's hook, ` +
-        `${pct(above)} % of the floor's ${floorTotal.toFixed(2)} µs; the minimal writer's ${writer.toFixed(2)} µs, ${pct(writer)} %`);
-    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
-  fs.rmSync(dir, { recursive: true, force: true });
 }
 
 main().catch((err) => {
