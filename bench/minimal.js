@@ -4,9 +4,9 @@
 // at a time, when the set is made could do for one request of
 // bench/workload.js.  A lower bound for writing in JavaScript, not a design.
 // customlabels has the addon write a set in one call instead; its whole set
-// building measured from 20 ns below to 52 ns above this writer on Node 20,
-// and 45-85 ns above it on Node 24 (bench/setcost.js, bench/README.md's
-// thirteenth run).  This writer:
+// building measured from 46 ns below to 6 ns above this writer on Node 20,
+// and from 6 ns below to 22 ns above it on Node 24 (bench/setcost.js,
+// bench/README.md's thirteenth run).  This writer:
 // - the keys' bytes are written once up front (it knows the workload's keys
 //   and their order, and checks each key against them by identity);
 // - per set it writes the custom_labels_labelset_t header (24 bytes), the

@@ -59,9 +59,15 @@ function putString(words, field, length, at) {
 
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
-// The keys of the set being written, as writeSet takes them: each key's
-// place in the key area (offset * 64 + length), or the key itself.
-const keys = new Array(LIMITS.maxLabels).fill('');
+// The numbers of the addon's writeSet (src/addon.c): [0] and [1] the
+// block's offset and end, [2 + i] label i's key place in the key area
+// (offset * 64 + length) or NO_PLACE; after the call, [0] is where the set's
+// last string ends, or NOT_WRITTEN.  Numbers go through this memory rather
+// than as arguments because reading and making numbers are Node-API calls.
+const request = binding ? new Uint32Array(binding.request()) : null;
+const NO_PLACE = 0xffffffff;
+const NOT_WRITTEN = 0xffffffff;
+const PLACES = 2;
 // Where the ABI bytes of the set being written put each value, for its
 // record to copy: arena offset and byte length, by label.
 const valueAt = new Int32Array(LIMITS.maxLabels);
@@ -137,10 +143,10 @@ function encodeAscii(set, n, records) {
     if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
     const at = keyOffset(key, i);
     if (at < 0) {
-      keys[i] = key;
+      request[PLACES + i] = NO_PLACE;
       chars += kl;
     } else {
-      keys[i] = at * 64 + kl;
+      request[PLACES + i] = at * 64 + kl;
     }
     chars += vl;
     valueChars += vl;
@@ -156,7 +162,7 @@ function encodeAscii(set, n, records) {
     // follow the entries in order, one byte per character.
     let p = offset + SET_SIZE + n * LABEL_SIZE;
     for (let i = 0; i < n; i++) {
-      if (typeof keys[i] === 'string') p += keys[i].length;
+      if (request[PLACES + i] === NO_PLACE) p += kv[2 * i].length;
       valueAt[i] = p;
       valueLength[i] = kv[2 * i + 1].length;
       p += valueLength[i];
@@ -166,19 +172,23 @@ function encodeAscii(set, n, records) {
   return true;
 }
 
-// binding.writeSet(offset, end, key, value, ...), with the keys from
-// `keys` and the strings as arguments (the addon reads arguments more
-// cheaply than array elements).
+// binding.writeSet(key, value, ...), with the block and the key places in
+// `request`: returns where the set's last string ends, or -1.  The strings
+// are arguments (the addon reads arguments more cheaply than array
+// elements); a key with a place is passed too, and not read.
 function writeSet(offset, end, kv) {
+  request[0] = offset;
+  request[1] = end;
   const w = binding.writeSet;
-  const k = keys;
   switch (kv.length) {
-    case 2: return w(offset, end, k[0], kv[1]);
-    case 4: return w(offset, end, k[0], kv[1], k[1], kv[3]);
-    case 6: return w(offset, end, k[0], kv[1], k[1], kv[3], k[2], kv[5]);
-    case 8: return w(offset, end, k[0], kv[1], k[1], kv[3], k[2], kv[5], k[3], kv[7]);
-    default: return w(offset, end, ...kv.map((s, i) => ((i & 1) === 0 ? k[i >> 1] : s)));
+    case 2: w(kv[0], kv[1]); break;
+    case 4: w(kv[0], kv[1], kv[2], kv[3]); break;
+    case 6: w(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]); break;
+    case 8: w(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]); break;
+    default: w(...kv);
   }
+  const written = request[0];
+  return written === NOT_WRITTEN ? -1 : written;
 }
 
 function writeHeader(words, offset, n) {

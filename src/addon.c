@@ -16,8 +16,19 @@
 #include "customlabels.h"
 #include "otel.h"
 
+/* What writeSet's caller writes before each call, and reads back after it
+ * (lib/encode.js): the block's offset and end in the arena, then label i's
+ * key place (offset * 64 + length, in the key area) or CL_NO_PLACE.  On
+ * return, [0] is where the set's last string ends, or CL_NOT_WRITTEN.
+ * Numbers pass through this memory rather than as arguments: reading a
+ * number argument, and making the number returned, are Node-API calls. */
+#define CL_NO_PLACE 0xffffffffu
+#define CL_NOT_WRITTEN 0xffffffffu
+enum { CL_REQUEST_WORDS = 2 + CL_MAX_LABELS };
+
 typedef struct {
   cl_arena_t arena;
+  uint32_t request[CL_REQUEST_WORDS];
 } addon_state_t;
 
 /* Throws for a failed Node-API call unless an exception is already pending. */
@@ -88,37 +99,51 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
 }
 
 /*
- * writeSet(offset, end, key, value, ...): writes the set of those labels
- * into the arena's block [offset, end) (cl_labelset_write_ascii) and
- * returns where its last string ends, or -1 when it did not write it: a
- * string not ASCII, or anything that is not what lib/encode.js passes.
- * Strings come as arguments, not as an array: reading an array's elements
- * through Node-API would cost a call per element.  A key may also be a
- * number, offset * 64 + length, for its bytes in the arena's key area
- * (lib/keys.js): reading a number costs less than reading a string.
+ * request(): an ArrayBuffer over this environment's request words (above).
+ * Like the arena's, it is a window onto memory the state owns, valid until
+ * the environment is torn down.
+ */
+static napi_value request_buffer(napi_env env, napi_callback_info info) {
+  (void)info;
+  addon_state_t *state = state_of(env);
+  napi_value result;
+  CALL(env, napi_create_external_arraybuffer(env, state->request, sizeof(state->request),
+                                             NULL, NULL, &result));
+  return result;
+}
+
+/*
+ * writeSet(key, value, ...): writes the set of those labels into the
+ * arena's block [request[0], request[1]) (cl_labelset_write_ascii), and
+ * leaves in request[0] where its last string ends, or CL_NOT_WRITTEN when
+ * it did not write it: a string not ASCII, or anything that is not what
+ * lib/encode.js passes.  Returns undefined.  Strings come as arguments, not
+ * as an array: reading an array's elements through Node-API would cost a
+ * call per element.  A key whose place is in request[2 + i] is not read:
+ * its entry points at its bytes in the arena's key area (lib/keys.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
  */
 static napi_value write_set(napi_env env, napi_callback_info info) {
-  size_t argc = 2 + 2 * CL_MAX_LABELS + 1;
-  napi_value argv[2 + 2 * CL_MAX_LABELS + 1];
+  size_t argc = 2 * CL_MAX_LABELS + 1;
+  napi_value argv[2 * CL_MAX_LABELS + 1];
   void *data;
   CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
-  const cl_arena_t *arena = &((addon_state_t *)data)->arena;
-  int32_t result = -1;
-  uint32_t offset, end;
-  size_t n = (argc - 2) / 2;
-  if (argc >= 4 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
-      napi_get_value_uint32(env, argv[0], &offset) == napi_ok &&
-      napi_get_value_uint32(env, argv[1], &end) == napi_ok &&
+  addon_state_t *state = data;
+  const cl_arena_t *arena = &state->arena;
+  uint32_t *request = state->request;
+  uint32_t offset = request[0], end = request[1];
+  uint32_t result = CL_NOT_WRITTEN;
+  size_t n = argc / 2;
+  if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
       offset <= end && end <= CL_ARENA_BYTES) {
     uint16_t units[2 * CL_MAX_LABELS][CL_MAX_STRING_UNITS + 1];
     cl_units_t strings[2 * CL_MAX_LABELS];
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
-      uint32_t place;
-      if ((i & 1) == 0 && napi_get_value_uint32(env, argv[2 + i], &place) == napi_ok) {
+      uint32_t place = (i & 1) == 0 ? request[2 + i / 2] : CL_NO_PLACE;
+      if (place != CL_NO_PLACE) {
         size_t at = place >> 6;
         len = place & 63;
         ok = len < CL_MAX_STRING_UNITS && at >= CL_KEY_AREA && at + len <= CL_ARENA_BYTES;
@@ -126,7 +151,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
         strings[i].bytes = arena->base + at;
       } else {
         /* Room for one unit more than a string may have, and V8's NUL. */
-        ok = napi_get_value_string_utf16(env, argv[2 + i], (char16_t *)units[i],
+        ok = napi_get_value_string_utf16(env, argv[i], (char16_t *)units[i],
                                          CL_MAX_STRING_UNITS + 1, &len) == napi_ok &&
              len < CL_MAX_STRING_UNITS;
         strings[i].units = units[i];
@@ -135,11 +160,10 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
       strings[i].len = len;
     }
     size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
-    if (used != 0) result = (int32_t)(offset + used);
+    if (used != 0) result = offset + (uint32_t)used;
   }
-  napi_value value;
-  CALL(env, napi_create_int32(env, result, &value));
-  return value;
+  request[0] = result;
+  return NULL;
 }
 
 static napi_value set_number(napi_env env, napi_value object, const char *name, double value) {
@@ -487,6 +511,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };

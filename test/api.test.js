@@ -152,7 +152,21 @@ describe('withLabels: what the thread publishes', () => {
 
   it('the addon writes a set only inside the block it is given, and only what lib/ would pass', () => {
     withLabels({ a: 'b' }, () => {}); // the arena is mapped
-    const { writeSet } = require('../lib/native').binding; // the instance that owns this arena
+    const { binding } = require('../lib/native'); // the instance that owns this arena
+    // writeSet as lib/encode.js calls it: the block and the key places in
+    // the request words, the strings as arguments.  A key given here as a
+    // number is a place (offset * 64 + length); its argument is not read.
+    const request = new Uint32Array(binding.request());
+    const writeSet = (offset, end, ...kv) => {
+      request[0] = offset;
+      request[1] = end;
+      const args = kv.map((s, i) => {
+        if ((i & 1) === 0 && (i >> 1) < limits.maxLabels) request[2 + (i >> 1)] = typeof s === 'number' ? s : 0xffffffff;
+        return (i & 1) === 0 && typeof s === 'number' ? 'unread' : s;
+      });
+      assert.equal(binding.writeSet(...args), undefined);
+      return request[0] === 0xffffffff ? -1 : request[0];
+    };
     const bytes = ring.bytes;
     // Free space past the cursor, in the chunk being filled (nothing there is
     // published, and the cursor stays where it is).
