@@ -492,6 +492,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   cl_arena_init(&state->arena);
+  /* Nothing to write until lib/encode.js fills it in. */
+  for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
     free(state);
     throw_status(env, "napi_set_instance_data");
