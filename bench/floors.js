@@ -40,6 +40,41 @@ const floors = {
     createHook({ before: read, after: noop }).enable();
     return 'createHook({before,after}), before reads the store';
   },
+  // The reading hooks, and what any implementation must do at a hop whose
+  // context differs from the one before: store a pointer where a profiler
+  // reads it, and put the previous one back when the callback ends (a
+  // stack, since callbacks nest).  The pointer is one made-up address for
+  // every store, 0 for none: no set, no check that its bytes are intact.
+  'floor-switch'(als) {
+    const pointer = new BigUint64Array(1);
+    const ADDRESS = 0x7f0000001000n;
+    const saved = [];
+    let depth = 0;
+    let current; // the store whose pointer is in `pointer`
+    const put = (store) => {
+      current = store;
+      pointer[0] = store === undefined ? 0n : ADDRESS;
+    };
+    const before = () => {
+      const store = als.getStore();
+      saved[depth++] = current;
+      if (store !== current) put(store);
+    };
+    const after = () => {
+      if (depth === 0) return;
+      const previous = saved[--depth];
+      saved[depth] = undefined;
+      if (previous !== current) put(previous);
+    };
+    if (usesAsyncContextFrame() && canSkipPromises()) {
+      createHook({ before, after, trackPromises: false }).enable();
+      v8.promiseHooks.onBefore(before);
+      v8.promiseHooks.onAfter(after);
+      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks, switching a pointer';
+    }
+    createHook({ before, after }).enable();
+    return 'createHook({before,after}), switching a pointer';
+  },
   // What lib/context.js picks on this Node.
   'floor-mech'() {
     if (usesAsyncContextFrame() && canSkipPromises()) {

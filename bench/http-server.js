@@ -4,7 +4,8 @@
 // 3 labels), `labels-tc` (the same with enableThreadContext()), `baseline` (inside AsyncLocalStorage.run with the same label
 // object), `plain` (no AsyncLocalStorage at all), `floor-mech` (baseline + the empty hooks of the mechanism
 // customlabels uses on this Node), `floor-read` (baseline + those hooks,
-// `before` reading the store) or `minimal` (floor-read, and each request's
+// `before` reading the store), `floor-switch` (floor-read, the hooks also
+// switching a pointer when the store changes) or `minimal` (floor-read, and each request's
 // set written by bench/minimal.js's writer).  THREADS = 0 (default) serves from the main thread; THREADS = k
 // starts k worker threads, each with its own server on its own port (no
 // port sharing, which Node 20 workers cannot do), and the load generator
@@ -32,11 +33,11 @@ function serve(variant) {
     // labels-tc: with the OpenTelemetry thread context on.
     if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
     runIn = customlabels.withLabels;
-  } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read') {
+  } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read' || variant === 'floor-switch') {
     const als = new AsyncLocalStorage();
     runIn = (labels, fn) => als.run(labels, fn);
     // The baseline plus the hooks of the mechanism customlabels uses: empty,
-    // or with `before` reading the store.
+    // with `before` reading the store, or also switching a pointer.
     if (variant !== 'baseline') require('./floors').floors[variant](als);
   } else if (variant === 'minimal') {
     // floor-read, with each request's set written by bench/minimal.js and

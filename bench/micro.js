@@ -17,6 +17,9 @@
 //   floor-mech baseline + the empty hooks of the mechanism lib/context.js
 //              picks on this Node (ah on 20/22, ahnp + ph with AsyncContextFrame)
 //   floor-read the same hooks, `before` reading the baseline's store
+//   floor-switch floor-read, the hooks also storing a pointer where the
+//              store changed and putting the previous one back in `after`
+//              (what any implementation does at such a hop; diagnostic)
 //   floor-check baseline + the input checks withLabels must make per call
 //   floor-all  floor-check and floor-read together
 //   floor-bytes floor-all, and what the design itself must do for a new set:

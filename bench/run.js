@@ -177,7 +177,7 @@ async function micro(node, o, info) {
     { name: 'await-out', title: 'await null outside labels (after use)', target: 1.10, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
     { name: 'request', title: 'request: 100 concurrent x 5 awaits, new set each', target: 1.15, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'floor-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-all', 'floor-bytes'] },
+      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes'] },
     { name: 'request-fixed', title: 'request, the same 100 sets each batch', target: null, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'part-run'] : ['floor-mech', 'floor-read'] },
   ];
@@ -287,27 +287,27 @@ function loadRows(rows, h, title) {
     `${fmtRatio(lr)} of reading floor (vs ALS ${fmtRatio(h.p99.labels / h.p99.baseline)})`, '<= 1.05x', verdict(lr <= 1.05), '', fl('p99', (x) => `${x.toFixed(2)} ms`)]);
 }
 
-// A load figure's floors: empty hooks, then reading hooks, and the
-// minimal writer.
+// A load figure's floors: empty hooks, reading hooks, hooks that also
+// switch a pointer, and the minimal writer.
 function loadFloors(figure, f) {
-  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead], ['minimal writer', figure.minimal], ['no ALS', figure.plain]], f);
+  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead], ['switching', figure.floorSwitch], ['minimal writer', figure.minimal], ['no ALS', figure.plain]], f);
 }
 
 async function http(node, o, info, threads) {
   // The targets are against the reading floor; `plain` (no
   // AsyncLocalStorage at all) is what a user without OpenTelemetry pays.
-  // With floors: also the empty hooks, and the minimal writer of
-  // bench/minimal.js (the reading floor, each request's set written a
-  // character at a time in JavaScript): what any writer of per-request sets
-  // pays at this load.
-  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech', 'minimal'] : ['baseline', 'labels', 'floor-read', 'plain'];
+  // With floors: also the empty hooks, the hooks that switch a pointer
+  // (floor-switch), and the minimal writer of bench/minimal.js (the reading
+  // floor, each request's set written a character at a time in
+  // JavaScript): what any writer of per-request sets pays at this load.
+  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech', 'floor-switch', 'minimal'] : ['baseline', 'labels', 'floor-read', 'plain'];
   if (o.threadContext) variants.splice(2, 0, 'labels-tc');
   const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
   const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), plain: m('plain', k), minimal: m('minimal', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), floorSwitch: m('floor-switch', k), plain: m('plain', k), minimal: m('minimal', k) };
   }
   out.all = got;
   return out;
@@ -365,7 +365,7 @@ async function benchOne(nodeSpec, o) {
       const ref = c.against ? c.med[c.against] : c.med.baseline;
       const ratio = c.med.labels / ref;
       const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']], ['checks+bytes', c.med['floor-bytes']]]
-        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']]],
+        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['switching', c.med['floor-switch']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']]],
       (x) => fmtNs(x, c.unit)) +
         (c.against && Number.isFinite(c.med['floor-bytes']) ? `; +bytes is ${fmtRatio(c.med['floor-bytes'] / ref)} of ${c.against}` : '');
       rows.push([
@@ -423,6 +423,8 @@ async function benchOne(nodeSpec, o) {
     say('  checks = withLabels\'s input checks (plain object, value types) before als.run;');
     say('  empty = the hooks of the mechanism lib/context.js picks, with empty bodies;');
     say('  reading = those hooks, before reading the current store (the least a hook must learn);');
+    say('  switching = reading, and at a hop whose store differs a pointer stored, the previous one put back after it');
+    say('    (what any implementation must do there; no set behind the pointer; diagnostic, no target uses it);');
     say('  reading+checks = both: the least a request must cost with this mechanism;');
     say('  +bytes = and the least the design must do for a set with a new value: copy that value\'s bytes (the unique');
     say('    trace id) into memory a profiler reads, a character at a time, and store a pointer on entry and exit.');
