@@ -10,6 +10,19 @@ const v8 = require('node:v8');
 function noop() {}
 let sink; // keeps the reads of floor-read
 
+// Attaches `before` and `after` as lib/context.js attaches its hooks on this
+// Node, and returns a description ending in `what`.
+function attach(before, after, what) {
+  if (usesAsyncContextFrame() && canSkipPromises()) {
+    createHook({ before, after, trackPromises: false }).enable();
+    v8.promiseHooks.onBefore(before);
+    v8.promiseHooks.onAfter(after);
+    return `createHook({before,after,trackPromises:false}) + v8.promiseHooks, ${what}`;
+  }
+  createHook({ before, after }).enable();
+  return `createHook({before,after}), ${what}`;
+}
+
 // Each enables its empty hooks and returns a description, or null where the
 // mechanism does not exist on this Node.
 const floors = {
@@ -30,15 +43,7 @@ const floors = {
   // The mechanism's hooks, each reading the current AsyncLocalStorage store
   // (the least a hook must learn: which context is about to run).
   'floor-read'(als) {
-    const read = () => { sink = als.getStore(); };
-    if (usesAsyncContextFrame() && canSkipPromises()) {
-      createHook({ before: read, after: noop, trackPromises: false }).enable();
-      v8.promiseHooks.onBefore(read);
-      v8.promiseHooks.onAfter(noop);
-      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks, before reads the store';
-    }
-    createHook({ before: read, after: noop }).enable();
-    return 'createHook({before,after}), before reads the store';
+    return attach(() => { sink = als.getStore(); }, noop, 'before reads the store');
   },
   // The reading hooks, and what any implementation must do at a hop whose
   // context differs from the one before: store a pointer where a profiler
@@ -66,14 +71,7 @@ const floors = {
       saved[depth] = undefined;
       if (previous !== current) put(previous);
     };
-    if (usesAsyncContextFrame() && canSkipPromises()) {
-      createHook({ before, after, trackPromises: false }).enable();
-      v8.promiseHooks.onBefore(before);
-      v8.promiseHooks.onAfter(after);
-      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks, switching a pointer';
-    }
-    createHook({ before, after }).enable();
-    return 'createHook({before,after}), switching a pointer';
+    return attach(before, after, 'switching a pointer');
   },
   // What lib/context.js picks on this Node.
   'floor-mech'() {
