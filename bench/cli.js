@@ -77,4 +77,20 @@ function procCpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-module.exports = { resolveNode, printUsage, parseOptions, median, firstJsonLine, procCpuSeconds };
+// Times each of `batches` (name -> batch(n), which makes n calls) in turn,
+// round after round in this process, and returns each one's median ns per
+// call over the rounds after the first `warmup`.
+function alternate(batches, { rounds, warmup, calls }) {
+  const times = {};
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, batch] of Object.entries(batches)) {
+      const t0 = process.hrtime.bigint();
+      batch(calls);
+      const ns = Number(process.hrtime.bigint() - t0) / calls;
+      if (round >= warmup) (times[name] ||= []).push(ns);
+    }
+  }
+  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
+}
+
+module.exports = { resolveNode, printUsage, parseOptions, median, alternate, firstJsonLine, procCpuSeconds };

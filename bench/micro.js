@@ -28,6 +28,10 @@
 //              character at a time, and store a pointer on entry and on
 //              exit.  Lower than any real implementation: no set object, no
 //              entries, and route and user taken as already written.
+//   floor-switch-bytes floor-bytes on floor-switch's hooks: the checks, the
+//              new value's bytes, and the pointer switched at every hop
+//              whose store changed: the least the design itself costs in
+//              the request case (the reading floor's hooks never switch)
 //   minimal    floor-all, with each labels object made into a set by the
 //              minimal writer of bench/minimal.js (a lower bound of writing
 //              the set's ABI bytes a character at a time in JavaScript; sync, request and
@@ -115,7 +119,7 @@ function setup() {
   const als = new AsyncLocalStorage();
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
-  if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes' || variant === 'minimal') {
+  if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes' || variant === 'floor-switch-bytes' || variant === 'minimal') {
     // The input checks withLabels makes on every call, then als.run:
     // what the API costs before any label work.
     const { check, minimalRun } = require('./minimal');
@@ -123,7 +127,7 @@ function setup() {
       check(labels, fn);
       return als.run(labels, fn);
     };
-    if (variant === 'floor-bytes') {
+    if (variant === 'floor-bytes' || variant === 'floor-switch-bytes') {
       // The value's bytes, then als.run's own steps (as lib/context.js
       // takes them) with the pointer stored inside its try/finally.
       const memory = new Uint8Array(1 << 20);
@@ -152,10 +156,12 @@ function setup() {
       if (!['sync', 'request', 'request-header'].includes(caseName)) throw new Error('minimal is for the sync, request and request-header cases');
       runIn = minimalRun(als, Object.keys(realistic()));
     }
-    // floor-all, floor-bytes and minimal go on to add the reading hooks.
+    // floor-all, floor-bytes and minimal go on to add the reading hooks,
+    // floor-switch-bytes the switching ones.
     if (variant === 'floor-check') return;
   }
-  const floor = floors[variant === 'floor-all' || variant === 'floor-bytes' || variant === 'minimal' ? 'floor-read' : variant];
+  const hooks = { 'floor-all': 'floor-read', 'floor-bytes': 'floor-read', minimal: 'floor-read', 'floor-switch-bytes': 'floor-switch' };
+  const floor = floors[hooks[variant] || variant];
   if (!floor) throw new Error(`unknown variant ${variant}`);
   mechanism = floor(als);
   if (mechanism === null) {

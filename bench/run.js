@@ -177,7 +177,7 @@ async function micro(node, o, info) {
     { name: 'await-out', title: 'await null outside labels (after use)', target: 1.10, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
     { name: 'request', title: 'request: 100 concurrent x 5 awaits, new set each', target: 1.15, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes'] },
+      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'floor-switch-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'floor-switch-bytes'] },
     { name: 'request-fixed', title: 'request, the same 100 sets each batch', target: null, against: 'floor-read',
       extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'part-run'] : ['floor-mech', 'floor-read'] },
   ];
@@ -365,9 +365,10 @@ async function benchOne(nodeSpec, o) {
       const ref = c.against ? c.med[c.against] : c.med.baseline;
       const ratio = c.med.labels / ref;
       const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']], ['checks+bytes', c.med['floor-bytes']]]
-        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['switching', c.med['floor-switch']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']]],
+        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['switching', c.med['floor-switch']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']], ['switching+checks+bytes', c.med['floor-switch-bytes']]],
       (x) => fmtNs(x, c.unit)) +
-        (c.against && Number.isFinite(c.med['floor-bytes']) ? `; +bytes is ${fmtRatio(c.med['floor-bytes'] / ref)} of ${c.against}` : '');
+        (c.against && Number.isFinite(c.med['floor-bytes']) ? `; +bytes is ${fmtRatio(c.med['floor-bytes'] / ref)} of ${c.against}` : '') +
+        (c.against && Number.isFinite(c.med['floor-switch-bytes']) ? `, switching+checks+bytes ${fmtRatio(c.med['floor-switch-bytes'] / ref)}` : '');
       rows.push([
         c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit),
         `${fmtRatio(ratio)}${c.against ? ` of ${c.against}` : ''} (vs ALS ${fmtRatio(c.med.labels / c.med.baseline)})`, `<= ${c.target}x`,
@@ -428,6 +429,7 @@ async function benchOne(nodeSpec, o) {
     say('  reading+checks = both: the least a request must cost with this mechanism;');
     say('  +bytes = and the least the design must do for a set with a new value: copy that value\'s bytes (the unique');
     say('    trace id) into memory a profiler reads, a character at a time, and store a pointer on entry and exit.');
+    say('  switching+checks+bytes = +bytes on the switching hooks: the least the design costs in the request case.');
     say('  A target below its case\'s +bytes floor cannot be met by any implementation of this design on this machine.');
   }
   if (floorRows.length) {

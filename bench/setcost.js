@@ -25,6 +25,7 @@
 
 const path = require('node:path');
 const workload = require('./workload');
+const { alternate } = require('./cli');
 
 const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
 const { binding } = require(path.join(ROOT, 'lib/native'));
@@ -47,24 +48,11 @@ function variants(next) {
   };
 }
 
-function median(values) {
-  const s = [...values].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
 function measure(kind, next) {
-  const vs = variants(next);
-  const times = {};
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, f] of Object.entries(vs)) {
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < CALLS; i++) f();
-      const ns = Number(process.hrtime.bigint() - t0) / CALLS;
-      if (round >= WARMUP) (times[name] ||= []).push(ns);
-    }
-  }
-  const m = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
+  const batches = Object.fromEntries(Object.entries(variants(next)).map(([name, f]) => [name, (n) => {
+    for (let i = 0; i < n; i++) f();
+  }]));
+  const m = alternate(batches, { rounds: ROUNDS, warmup: WARMUP, calls: CALLS });
   console.log(`${kind.padEnd(13)} ${m.read.toFixed(1).padStart(7)} ${m.minimal.toFixed(1).padStart(8)} ${m.derive.toFixed(1).padStart(7)}` +
     `   ${(m.derive - m.minimal).toFixed(1).padStart(6)} ns  ${(m.derive / m.minimal).toFixed(2)}×`);
 }
