@@ -23,7 +23,7 @@
 //   + Node-API, all 3  the same call writing the whole 3-label set (route
 //                and user copied too), as customlabels' writeSet is called
 // Route and user, the set's header and entries, the input checks and the
-// pointer stores are all left out: they can only add.  The last columns
+// pointer stores are all left out: they can only add.  The last lines
 // say what the issue's sync target allows above als.run (2.0× on Node 20,
 // 1.3× on Node 24 and later) and how the cheapest correct copy of the trace
 // id (latin1Write is not one) compares with it.
