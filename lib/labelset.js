@@ -69,7 +69,7 @@ function quote(key) {
 
 // The object being read, as [key, value as given, ...]: one array that every
 // call reuses, so that labels that make no new set allocate nothing, and a
-// new set gets an array of exactly its size (a slice of this one) rather
+// new set gets an array of exactly its size (firstOf) rather
 // than one grown by pushing.  Owner: this module; it holds the strings of
 // the last object read until the next call, and is emptied when an object
 // with more keys than a set may hold made it grow.  A getter among the
@@ -125,7 +125,7 @@ function derive(parent, labels, who, span = parent.span) {
     readers--;
   }
   if (parent === lastParent && span === lastSpan && sameGiven(into, n, lastGiven)) return lastSet;
-  const given = into.slice(0, n);
+  const given = firstOf(into, n);
   if (n > READING_MAX && into === reading) reading = [];
   const set = build(parent, given, plain, who, span);
   lastParent = parent;
@@ -133,6 +133,20 @@ function derive(parent, labels, who, span = parent.span) {
   lastSpan = span;
   lastSet = set;
   return set;
+}
+
+// A new array of the first n entries of `a`.  Sets of 1 to 4 labels (most
+// of them) get an array literal, which V8 allocates inline: Array#slice is
+// a call into a builtin, about 10 ns more a new set on Node 20
+// (bench/README.md, the fifteenth run).
+function firstOf(a, n) {
+  switch (n) {
+    case 2: return [a[0], a[1]];
+    case 4: return [a[0], a[1], a[2], a[3]];
+    case 6: return [a[0], a[1], a[2], a[3], a[4], a[5]];
+    case 8: return [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
+    default: return a.slice(0, n);
+  }
 }
 
 // Whether the first n entries of `a` are those of `b`.
