@@ -93,4 +93,14 @@ function alternate(batches, { rounds, warmup, calls }) {
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
 }
 
-module.exports = { resolveNode, printUsage, parseOptions, median, alternate, firstJsonLine, procCpuSeconds };
+// The customlabels package a benchmark measures in its own process
+// (CUSTOMLABELS_ROOT, or this repository): lib(name) requires one of its
+// lib/ modules.  Throws unless its addon is built and loaded.
+function builtPackage() {
+  const root = process.env.CUSTOMLABELS_ROOT || ROOT;
+  const lib = (name) => require(path.join(root, 'lib', name));
+  if (lib('native').binding === null) throw new Error('the addon is not loaded: build it first (npm install)');
+  return { root, lib };
+}
+
+module.exports = { resolveNode, printUsage, parseOptions, median, alternate, builtPackage, firstJsonLine, procCpuSeconds };

@@ -30,16 +30,14 @@
 // The trace ids are as bench/workload.js makes them (concatenated), then
 // flattened (as read from a Buffer).
 
-const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const workload = require('./workload');
-const { alternate } = require('./cli');
+const { alternate, builtPackage } = require('./cli');
 
-const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
-const { binding } = require(path.join(ROOT, 'lib/native'));
-const { keyOffset } = require(path.join(ROOT, 'lib/keys'));
-const { place } = require(path.join(ROOT, 'lib/arena'));
-if (binding === null) throw new Error('the addon is not loaded: build it first (npm install)');
+const { lib } = builtPackage();
+const { binding } = lib('native');
+const { keyOffset } = lib('keys');
+const { place } = lib('arena');
 
 const ROUNDS = Number(process.argv[2]) || 15;
 const WARMUP = 5;

@@ -23,14 +23,11 @@
 // header made for the call (workload.fromHeaders: new in memory, as in a
 // server; making the header is in every column).
 
-const path = require('node:path');
 const workload = require('./workload');
-const { alternate } = require('./cli');
+const { alternate, builtPackage } = require('./cli');
 
-const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
-const { binding } = require(path.join(ROOT, 'lib/native'));
-const { derive, EMPTY } = require(path.join(ROOT, 'lib/labelset'));
-if (binding === null) throw new Error('the addon is not loaded: build it first (npm install)');
+const { lib } = builtPackage();
+const { derive, EMPTY } = lib('labelset');
 
 const ROUNDS = Number(process.argv[2]) || 15;
 const WARMUP = 5;
