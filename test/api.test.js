@@ -6,6 +6,7 @@ const LAYOUT_OF_ADDON = binding === null ? null : binding.layout;
 const context = require('../lib/context');
 const { ring, addressOf } = require('../lib/arena');
 const tls = require('./helpers/tls');
+const { freeBlock } = require('./helpers/block');
 
 // Decodes the installed set's raw bytes as they sit in the arena: what is
 // published, field by field, including what the ABI's reading rules would
@@ -168,15 +169,8 @@ describe('withLabels: what the thread publishes', () => {
       return request[0] === 0xffffffff ? -1 : request[0];
     };
     const bytes = ring.bytes;
-    // Free space past the cursor, in the chunk being filled (nothing there is
-    // published, and the cursor stays where it is).
-    const offset = (ring.cursor + 64) & ~7;
     const size = 24 + 32 + 1 + 5;
-    const guard = 64;
-    const fresh = () => bytes.fill(0xaa, offset - guard, offset + size + guard);
-    const untouched = (from, to, what) => {
-      for (let i = from; i < to; i++) assert.equal(bytes[i], 0xaa, `${what}: byte ${i - offset} was written`);
-    };
+    const { offset, guard, fresh, untouched, refuses, holdsOneLabel } = freeBlock(size);
     const refused = [
       ['a block one byte short', offset, offset + size - 1, 'k', 'value'],
       ['a non-ASCII value', offset, offset + size + 1, 'k', 'valué'],
@@ -197,24 +191,12 @@ describe('withLabels: what the thread publishes', () => {
       ['a key longer than any limit', offset, offset + size - 1, LAYOUT_OF_ADDON.keyArea * 64 + 62, 'value'],
       ['a value given as a place', offset, offset + size - 1, 'k', LAYOUT_OF_ADDON.keyArea * 64 + 5],
     ];
-    for (const [what, ...args] of refused) {
-      fresh();
-      assert.equal(writeSet(...args), -1, what);
-      untouched(offset - guard, offset, what);
-      untouched(offset + size + 1, offset + size + guard, what);
-    }
+    refuses(writeSet, refused);
     fresh();
     assert.equal(writeSet(offset, offset + size, 'k', 'value'), offset + size);
     untouched(offset + size, offset + size + guard, 'a set that fits');
-    const view = Buffer.from(bytes.buffer);
-    const base = BigInt(addressOf(0));
-    assert.equal(view.readBigUInt64LE(offset), base + BigInt(offset + 24), 'storage follows the header');
-    assert.equal(view.readBigUInt64LE(offset + 8), 1n, 'count');
-    assert.equal(view.readBigUInt64LE(offset + 16), 1n, 'capacity');
-    assert.equal(view.readBigUInt64LE(offset + 24), 1n, 'key length');
-    assert.equal(view.readBigUInt64LE(offset + 32), base + BigInt(offset + 56), 'key bytes follow the entries');
-    assert.equal(view.readBigUInt64LE(offset + 40), 5n, 'value length');
-    assert.equal(view.toString('latin1', offset + 56, offset + size), 'kvalue');
+    holdsOneLabel({ keyLength: 1, keyAt: offset + 56, value: 'value', valueAt: offset + 57 });
+    assert.equal(bytes[offset + 56], 'k'.charCodeAt(0), 'the key is copied after the entries');
     // The same set with its key in the key area: the entry points there, and
     // the block holds the value alone.
     const key = ring.keys;
@@ -222,10 +204,7 @@ describe('withLabels: what the thread publishes', () => {
     fresh();
     assert.equal(writeSet(offset, offset + size - 1, key * 64 + 1, 'value'), offset + size - 1);
     untouched(offset + size - 1, offset + size + guard, 'a set with a key in the key area');
-    assert.equal(view.readBigUInt64LE(offset + 24), 1n, 'key length');
-    assert.equal(view.readBigUInt64LE(offset + 32), base + BigInt(key), 'the key is pointed at where it is');
-    assert.equal(view.readBigUInt64LE(offset + 48), base + BigInt(offset + 56), 'the value follows the entries');
-    assert.equal(view.toString('latin1', offset + 56, offset + size - 1), 'value');
+    holdsOneLabel({ keyLength: 1, keyAt: key, value: 'value', valueAt: offset + 56 });
   });
 
   it('encodes keys and values as UTF-8', () => {
