@@ -28,6 +28,9 @@ enum { CL_REQUEST_WORDS = 2 + CL_MAX_LABELS };
 
 typedef struct {
   cl_arena_t arena;
+  /* The ArrayBuffer of adopted arena memory (adoptArena), or NULL: held so
+   * that the memory outlives every pointer the thread may publish into it. */
+  napi_ref adopted;
   uint32_t request[CL_REQUEST_WORDS];
 } addon_state_t;
 
@@ -95,6 +98,47 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   CALL(env, napi_set_element(env, result, 0, buffer));
   CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)base)));
   CALL(env, napi_set_element(env, result, 2, number(env, (double)(uint32_t)((uint64_t)base >> 32))));
+  return result;
+}
+
+/*
+ * adoptArena(buffer): makes `buffer`, the memory of the WebAssembly set
+ * writer (lib/setwriter.js), this thread's arena, in place of a mapping of
+ * the addon's own, and returns [low 32 bits, high 32 bits] of its address.
+ * A WebAssembly memory that never grows stays where it is for as long as
+ * its buffer lives; the environment holds a reference to the buffer until
+ * destroy_state, after the thread's pointer has been cleared.  Refused
+ * (throws) when the arena has memory already or the buffer is not an
+ * arena's size.
+ */
+static napi_value adopt_arena(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value buffer;
+  void *data;
+  CALL(env, napi_get_cb_info(env, info, &argc, &buffer, NULL, &data));
+  addon_state_t *state = data;
+  bool is_buffer = false;
+  void *base = NULL;
+  size_t bytes = 0;
+  if (argc != 1 || napi_is_arraybuffer(env, buffer, &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_arraybuffer_info(env, buffer, &base, &bytes) != napi_ok ||
+      bytes != CL_ARENA_BYTES || ((uintptr_t)base & (CL_ALIGN - 1)) != 0) {
+    napi_throw_type_error(env, NULL, "customlabels: adoptArena takes an ArrayBuffer of the arena's size");
+    return NULL;
+  }
+  if (state->arena.base != NULL) {
+    napi_throw_error(env, NULL, cl_strerror(CL_EBUSY));
+    return NULL;
+  }
+  napi_ref ref;
+  CALL(env, napi_create_reference(env, buffer, 1, &ref));
+  cl_arena_adopt(&state->arena, base);
+  state->adopted = ref;
+  uint64_t address = (uintptr_t)base;
+  napi_value result;
+  CALL(env, napi_create_array_with_length(env, 2, &result));
+  CALL(env, napi_set_element(env, result, 0, number(env, (double)(uint32_t)address)));
+  CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)(address >> 32))));
   return result;
 }
 
@@ -444,10 +488,11 @@ static napi_value otel_header(napi_env env, napi_callback_info info) {
 }
 
 static void destroy_state(napi_env env, void *data, void *hint) {
-  (void)env;
   (void)hint;
   addon_state_t *state = data;
+  /* The pointer is cleared before adopted memory may be freed with its buffer. */
   cl_arena_destroy(&state->arena);
+  if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
 
@@ -492,6 +537,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   cl_arena_init(&state->arena);
+  state->adopted = NULL;
   /* Nothing to write until lib/encode.js fills it in. */
   for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
@@ -502,6 +548,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   const napi_property_descriptor props[] = {
       {"slot", NULL, slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"adoptArena", NULL, adopt_arena, NULL, NULL, NULL, napi_enumerable, state},
       {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
       {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -16,7 +16,10 @@ _Static_assert(CL_CHUNK_BYTES % CL_ALIGN == 0, "chunks keep sets aligned");
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-void cl_arena_init(cl_arena_t *arena) { arena->base = NULL; }
+void cl_arena_init(cl_arena_t *arena) {
+  arena->base = NULL;
+  arena->owned = false;
+}
 
 /*
  * Maps CL_ARENA_BYTES aligned to CL_ARENA_BYTES: twice the size is reserved
@@ -39,17 +42,31 @@ static unsigned char *map_aligned(void) {
   return aligned;
 }
 
-cl_status_t cl_arena_map(cl_arena_t *arena) {
-  if (arena->base != NULL) return CL_OK;
-  unsigned char *base = map_aligned();
-  if (base == NULL) return CL_ENOMEM;
-  /*
-   * A name in /proc/PID/maps ("[anon:customlabels]") so that an operator can
-   * see what the memory is.  Kernels before 5.17 refuse; that changes nothing.
-   */
+/*
+ * A name in /proc/PID/maps ("[anon:customlabels]") so that an operator can
+ * see what the memory is, whoever made it.  Kernels before 5.17 refuse; that
+ * changes nothing.
+ */
+static void name(unsigned char *base) {
   prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)base, CL_ARENA_BYTES,
         (unsigned long)"customlabels");
+}
+
+cl_status_t cl_arena_map(cl_arena_t *arena) {
+  if (arena->base != NULL) return arena->owned ? CL_OK : CL_EBUSY;
+  unsigned char *base = map_aligned();
+  if (base == NULL) return CL_ENOMEM;
+  name(base);
   arena->base = base;
+  arena->owned = true;
+  return CL_OK;
+}
+
+cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base) {
+  if (arena->base != NULL) return CL_EBUSY;
+  name(base);
+  arena->base = base;
+  arena->owned = false;
   return CL_OK;
 }
 
@@ -58,14 +75,16 @@ void cl_arena_destroy(cl_arena_t *arena) {
   /* The thread's pointer goes first, so it never points at freed memory. */
   const unsigned char *p = (const unsigned char *)cl_published();
   if (p != NULL && p >= arena->base && p < arena->base + CL_ARENA_BYTES) cl_publish(NULL);
-  munmap(arena->base, CL_ARENA_BYTES);
+  if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
+  arena->owned = false;
 }
 
 const char *cl_strerror(cl_status_t status) {
   switch (status) {
     case CL_OK: return "ok";
     case CL_ENOMEM: return "out of memory for the label arena";
+    case CL_EBUSY: return "the label arena has its memory already";
   }
   return "unknown error";
 }

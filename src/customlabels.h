@@ -53,21 +53,24 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
 /*
  * Arena: the memory that the label sets of one thread live in.
  *
- * One anonymous mapping of CL_ARENA_BYTES per thread, made once and never
- * grown, so a thread's label memory is a constant that does not depend on
- * when V8 collects garbage.  The thread's JavaScript places sets in it
+ * CL_ARENA_BYTES per thread, taken once and never grown, so a thread's label
+ * memory is a constant that does not depend on when V8 collects garbage.
+ * Where V8 can run the WebAssembly set writer (lib/setwriter.js), the arena
+ * is that module's memory, which JavaScript makes and the addon adopts
+ * (cl_arena_adopt); elsewhere it is an anonymous mapping of the addon's own
+ * (cl_arena_map).  The thread's JavaScript places sets in it
  * (through an ArrayBuffer): all but the last of the CL_ARENA_CHUNKS chunks of
  * CL_CHUNK_BYTES in turn, has them written (cl_labelset_write_ascii, or its
  * own UTF-8 encoder), and writes a set again when the chunk it was in has
  * been reused.  The last chunk holds label keys, each written once and never
- * changed, that sets point at (lib/arena.js, lib/keys.js).  The mapping is aligned to its own size, so it never
- * crosses a 4 GiB boundary: the upper 32 bits of every address in it are the
- * same, which lets JavaScript write a pointer as two 32-bit halves with a
- * constant upper half.
+ * changed, that sets point at (lib/arena.js, lib/keys.js).  A mapping of the
+ * addon's own is aligned to its own size, so it never crosses a 4 GiB
+ * boundary; adopted memory may (lib/encode.js carries into the upper half).
  *
- * Owner: the thread's Node-API environment (src/addon.c), which unmaps it in
- * cl_arena_destroy() when the environment is torn down, after clearing the
- * thread's pointer if it points into the arena.
+ * Owner: the thread's Node-API environment (src/addon.c).  It unmaps its own
+ * mapping in cl_arena_destroy() when the environment is torn down, after
+ * clearing the thread's pointer if it points into the arena; adopted memory
+ * is kept alive by a reference the environment holds until then.
  */
 #define CL_CHUNK_BYTES (64 * 1024)
 #define CL_ARENA_CHUNKS 16
@@ -76,18 +79,24 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
 #define CL_ALIGN 8
 
 typedef struct {
-  unsigned char *base; /* NULL until cl_arena_map() */
+  unsigned char *base; /* NULL until cl_arena_map() or cl_arena_adopt() */
+  bool owned;          /* base is a mapping of the arena's own, to unmap */
 } cl_arena_t;
 
 typedef enum {
   CL_OK = 0,
-  CL_ENOMEM = -1
+  CL_ENOMEM = -1,
+  CL_EBUSY = -2
 } cl_status_t;
 
 void cl_arena_init(cl_arena_t *arena);
-/* Maps the arena if it is not mapped yet. */
+/* Maps the arena if it has no memory yet. */
 cl_status_t cl_arena_map(cl_arena_t *arena);
-/* Clears the thread's pointer if it points into the arena, then unmaps it. */
+/* Makes `base`, CL_ARENA_BYTES that the caller keeps alive and unmoved until
+ * cl_arena_destroy(), the arena's memory; CL_EBUSY if it has memory already. */
+cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base);
+/* Clears the thread's pointer if it points into the arena, then unmaps the
+ * arena's own mapping (adopted memory is left to its owner). */
 void cl_arena_destroy(cl_arena_t *arena);
 const char *cl_strerror(cl_status_t status);
 
