@@ -2,8 +2,10 @@
 // This thread's label memory, seen from JavaScript: a fixed ring of chunks,
 // and an area for label keys.
 //
-// The native arena (src/arena.c) is one mapping of CHUNK_BYTES chunks, made
-// once per thread and never grown.  The first CHUNKS of them are the ring:
+// The arena (src/arena.c) is CHUNKS + 1 chunks of CHUNK_BYTES, made once per
+// thread and never grown: the WebAssembly set writer's memory, which the
+// addon adopts, where that writer runs (lib/setwriter.js), else a mapping
+// the addon makes.  The first CHUNKS of them are the ring:
 // sets are written front to back into the chunk being filled; when a set
 // does not fit, the next chunk in turn is taken and everything that was in
 // it before is given up.  The last chunk is the key area: keys are written
@@ -26,6 +28,7 @@
 // turns.  At most one chunk is pinned: a thread publishes one set at a time.
 
 const { binding } = require('./native');
+const setwriter = require('./setwriter');
 
 const CHUNK_BYTES = binding ? binding.layout.chunkBytes : 0;
 const ARENA_BYTES = binding ? binding.layout.arenaBytes : 0;
@@ -56,8 +59,8 @@ const ring = {
   bytes: null, // Uint8Array over the whole arena
   words: null, // Uint32Array over the same memory
   buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
-  baseLow: 0, // address of byte 0, low 32 bits; baseLow + arena size < 2^32
-  baseHigh: 0, // the high 32 bits, the same for every byte (src/arena.c)
+  baseLow: 0, // address of byte 0, low 32 bits
+  baseHigh: 0, // its high 32 bits (adopted memory may cross into the next 4 GiB: lib/encode.js carries)
   base: 0n, // the whole address of byte 0, for publishing (lib/context.js)
   fill: NOWHERE, // the Fill of the chunk being filled
   cursor: 0, // next free byte, as an offset from the arena's start
@@ -77,7 +80,7 @@ function setPinned(fn) {
 }
 
 function map() {
-  const [buffer, low, high] = binding.arena();
+  const [buffer, low, high] = (setwriter.available && setwriter.instantiate()) || binding.arena();
   ring.bytes = new Uint8Array(buffer);
   ring.words = new Uint32Array(buffer);
   ring.baseLow = low;

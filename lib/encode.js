@@ -17,13 +17,15 @@
 // Every set has its own copy of its values, in its own block, so that
 // whether its bytes are intact depends on its own chunk alone.  Its keys
 // point into the key area, which is never reused (lib/keys.js), or are its
-// own copies too.  For ASCII strings (nearly every label) the addon writes
-// the set in one call.
+// own copies too.  For ASCII strings (nearly every label) one call writes
+// the set: into WebAssembly where it runs (lib/setwriter.js) and every key
+// is in the key area, else into the addon.
 
 const { binding, LAYOUT } = require('./native');
 const { ring, place, NOWHERE, UNWRITTEN } = require('./arena');
 const { noticed, recordBytes, writeRecord } = require('./record');
 const { keyOffset } = require('./keys');
+const setwriter = require('./setwriter');
 
 const { LIMITS } = require('./limits');
 const MAX_KEY = LIMITS.maxKeyBytes;
@@ -48,13 +50,20 @@ function fieldOf(w, i) {
   return w + (i >> 1) * ENTRY_WORDS + ((i & 1) === 0 ? KEY_WORD : VALUE_WORD);
 }
 
+// Writes the address of arena offset `at` at word w, as its low and high
+// halves (the low half may carry into the high one: lib/arena.js).
+function putPointer(words, w, at) {
+  const low = ring.baseLow + at;
+  words[w] = low;
+  words[w + 1] = low > 0xffffffff ? ring.baseHigh + 1 : ring.baseHigh;
+}
+
 // Writes a custom_labels_string_t: `length` bytes at arena offset `at`.  A
 // buf is never NULL, even for an empty value.
 function putString(words, field, length, at) {
   words[field + LEN_WORD] = length;
   words[field + LEN_WORD + 1] = 0;
-  words[field + BUF_WORD] = ring.baseLow + at;
-  words[field + BUF_WORD + 1] = ring.baseHigh;
+  putPointer(words, field + BUF_WORD, at);
 }
 
 // Byte lengths of the strings of a set that is not all ASCII.
@@ -136,6 +145,7 @@ function encodeAscii(set, n, records) {
   const kv = set.kv;
   let chars = 0;
   let valueChars = 0;
+  let placed = true;
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
     const kl = key.length;
@@ -145,6 +155,7 @@ function encodeAscii(set, n, records) {
     if (at < 0) {
       request[PLACES + i] = NO_PLACE;
       chars += kl;
+      placed = false;
     } else {
       request[PLACES + i] = at * 64 + kl;
     }
@@ -155,7 +166,8 @@ function encodeAscii(set, n, records) {
   let at = offset;
   if (n !== 0) {
     at = offset + SET_SIZE + n * LABEL_SIZE + chars;
-    if (writeSet(offset, at, kv) !== at) return false;
+    const written = placed && setwriter.write !== null ? writeWasm(offset, at, kv, n) : writeSet(offset, at, kv);
+    if (written !== at) return false;
   }
   if (records) {
     // Where each value landed, for the record to copy: the strings copied
@@ -191,10 +203,26 @@ function writeSet(offset, end, kv) {
   return written === NOT_WRITTEN ? -1 : written;
 }
 
+// setwriter.write(offset, end, n, place, value, ...) for a set whose keys
+// are all in the key area (their places in `request`): returns where its
+// last value ends, or -1.  Labels past n are passed as (0, undefined), and
+// not read.
+function writeWasm(offset, end, kv, n) {
+  const w = setwriter.write;
+  const r = request;
+  switch (n) {
+    case 1: return w(offset, end, 1, r[2], kv[1], 0, undefined, 0, undefined, 0, undefined);
+    case 2: return w(offset, end, 2, r[2], kv[1], r[3], kv[3], 0, undefined, 0, undefined);
+    case 3: return w(offset, end, 3, r[2], kv[1], r[3], kv[3], r[4], kv[5], 0, undefined);
+    case 4: return w(offset, end, 4, r[2], kv[1], r[3], kv[3], r[4], kv[5], r[5], kv[7]);
+    default: return w(offset, end, n, r[2], kv[1], r[3], kv[3], r[4], kv[5], r[5], kv[7],
+      r[6], kv[9], r[7], kv[11], r[8], kv[13], r[9], kv[15], r[10], kv[17], r[11], kv[19]);
+  }
+}
+
 function writeHeader(words, offset, n) {
   const w = offset >> 2;
-  words[w + SET_STORAGE] = ring.baseLow + offset + SET_SIZE;
-  words[w + SET_STORAGE + 1] = ring.baseHigh;
+  putPointer(words, w + SET_STORAGE, offset + SET_SIZE);
   words[w + SET_COUNT] = n;
   words[w + SET_COUNT + 1] = 0;
   words[w + SET_CAPACITY] = n;

@@ -93,13 +93,18 @@ describe('the packed tarball', function () {
       const native = require(${JSON.stringify(path.join(installed, 'lib', 'native'))});
       const read = () => native.binding.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
       const inside = withLabels({ route: '/checkout', user: '42' }, read);
-      console.log(JSON.stringify({ supported, file: native.file, inside, after: read() }));
+      const writer = require(${JSON.stringify(path.join(installed, 'lib', 'setwriter'))});
+      console.log(JSON.stringify({ supported, file: native.file, inside, after: read(), wasm: writer.write !== null }));
     `;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PATH: bare } }));
     assert.equal(out.supported, true);
     assert.equal(out.file, path.join(installed, 'prebuilds', `linux-${process.arch}`, 'customlabels.node'));
     assert.deepEqual(out.inside, [['route', '/checkout'], ['user', '42']]);
     assert.equal(out.after, null);
+    // lib/setwriter.wasm ships, and writes the sets where V8 is 13 or later.
+    if (process.env.CUSTOMLABELS_WRITER === undefined) {
+      assert.equal(out.wasm, Number(process.versions.v8.split('.')[0]) >= 13, 'the WebAssembly set writer');
+    }
   });
 
   it('builds from source at install when no prebuilt addon fits', function () {

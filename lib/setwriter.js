@@ -1,0 +1,83 @@
+'use strict';
+// The WebAssembly set writer (src/setwriter.wat, built into
+// lib/setwriter.wasm).  With the JS String Builtins, WebAssembly reads a
+// JavaScript string's characters itself, so a new set's bytes are written
+// with no call into the addon.  On V8 13 and later (Node 24 and later) that
+// measured cheaper than the addon's call; on V8 12 (Node 22), which has the
+// builtins too, it measured dearer, so there it is not used
+// (bench/README.md, the seventeenth run).  The module's memory is then the thread's arena: it is made when
+// the arena is first needed (lib/arena.js), and the addon adopts it
+// (src/addon.c adoptArena), holding it until the thread's environment is
+// torn down.  Elsewhere (Node 20, or a Node without WebAssembly) the addon
+// maps the arena and writes the sets, as it always does for a set with a
+// key outside the key area (lib/encode.js).
+//
+// CUSTOMLABELS_WRITER, read once at load, overrides the choice, for
+// comparing the two writers (tests, benchmarks): `addon` keeps to the
+// addon's, `wasm` takes this one wherever V8 has the builtins.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { binding } = require('./native');
+
+// The compiled module, or null with the reason this thread does without it.
+function compile() {
+  if (binding === null) return { compiled: null, reason: 'there is no addon' };
+  const chosen = process.env.CUSTOMLABELS_WRITER;
+  if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm') {
+    process.emitWarning(`CUSTOMLABELS_WRITER=${JSON.stringify(chosen)} is neither "addon" nor "wasm"; ignored`,
+      { code: 'CUSTOMLABELS_WRITER' });
+  }
+  if (chosen === 'addon') return { compiled: null, reason: 'CUSTOMLABELS_WRITER=addon' };
+  if (chosen !== 'wasm' && Number(process.versions.v8.split('.')[0]) < 13) {
+    return { compiled: null, reason: 'the addon writes sets faster on V8 12 and earlier' };
+  }
+  if (typeof WebAssembly !== 'object') return { compiled: null, reason: 'this Node.js runs without WebAssembly' };
+  let compiled;
+  try {
+    compiled = new WebAssembly.Module(fs.readFileSync(path.join(__dirname, 'setwriter.wasm')), { builtins: ['js-string'] });
+  } catch (err) {
+    return { compiled: null, reason: `lib/setwriter.wasm did not compile: ${err.message}` };
+  }
+  // A V8 without the builtins ignores the option: the module then still
+  // imports wasm:js-string, which only the builtins provide.
+  if (WebAssembly.Module.imports(compiled).length !== 0) {
+    return { compiled: null, reason: 'this V8 has no JS String Builtins' };
+  }
+  return { compiled, reason: null };
+}
+
+const { compiled, reason } = compile();
+
+const writer = {
+  // Whether the arena will be this module's memory and the sets its work.
+  available: compiled !== null,
+  // Why not, where it is not.
+  reason,
+  // The instance's write(offset, end, n, place0, value0, ...), once the
+  // arena is made; src/setwriter.wat says what it takes.
+  write: null,
+};
+
+// Makes the module's instance and gives its memory to the addon as this
+// thread's arena: [ArrayBuffer, low 32 bits, high 32 bits of its address],
+// as binding.arena() gives the addon's own.  If V8 cannot make the memory
+// (it reserves address space beyond it, up to 8 GiB, and less where that
+// is refused), returns null, and the thread does without this writer.
+writer.instantiate = function instantiate() {
+  let exports;
+  try {
+    ({ exports } = new WebAssembly.Instance(compiled, {}));
+  } catch (err) {
+    writer.available = false;
+    writer.reason = `the set writer's memory could not be made: ${err.message}`;
+    return null;
+  }
+  const buffer = exports.memory.buffer;
+  const [low, high] = binding.adoptArena(buffer);
+  exports.setBase((BigInt(high) << 32n) | BigInt(low));
+  writer.write = exports.write;
+  return [buffer, low, high];
+};
+
+module.exports = writer;
