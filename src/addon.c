@@ -126,13 +126,15 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "customlabels: adoptArena takes an ArrayBuffer of the arena's size");
     return NULL;
   }
-  if (state->arena.base != NULL) {
-    napi_throw_error(env, NULL, cl_strerror(CL_EBUSY));
-    return NULL;
-  }
+  /* The reference exists before the arena points into the buffer. */
   napi_ref ref;
   CALL(env, napi_create_reference(env, buffer, 1, &ref));
-  cl_arena_adopt(&state->arena, base);
+  cl_status_t status = cl_arena_adopt(&state->arena, base);
+  if (status != CL_OK) {
+    napi_delete_reference(env, ref);
+    napi_throw_error(env, NULL, cl_strerror(status));
+    return NULL;
+  }
   state->adopted = ref;
   uint64_t address = (uintptr_t)base;
   napi_value result;
