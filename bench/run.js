@@ -145,8 +145,9 @@ function fmtNs(ns, unit) {
   return `${ns >= 100 ? ns.toFixed(0) : ns.toFixed(1)} ns${u}`;
 }
 
-// A ratio to two places, or three where two would print it equal to the
-// target it is judged against (`near`) while the verdict says otherwise.
+// A ratio to two places, or three where two would print a ratio that is
+// not its target (`near`, what the verdict compares it with) as equal to
+// it, so that which side of the target it fell on can be read.
 const fmtRatio = (r, near) => {
   if (!Number.isFinite(r)) return 'n/a';
   const two = r.toFixed(2);
