@@ -25,18 +25,18 @@
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "type": "executable",
-          "sources": ["src/dump/main.c", "src/dump/locate.c", "src/dump/elfinfo.c",
-                      "src/dump/tlsmath.c", "src/dump/ptrace.c", "src/dump/mem.c",
-                      "src/dump/proc.c", "src/dump/labels.c", "src/dump/out.c",
-                      "src/dump/sample.c", "src/dump/privilege.c", "src/dump/proto.c",
-                      "src/dump/otel.c"],
+          "sources": ["dump/main.c", "dump/locate.c", "dump/elfinfo.c",
+                      "dump/tlsmath.c", "dump/ptrace.c", "dump/mem.c",
+                      "dump/proc.c", "dump/labels.c", "dump/out.c",
+                      "dump/sample.c", "dump/privilege.c", "dump/proto.c",
+                      "dump/otel.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
                      "-fPIE"],
           "ldflags": ["-pie", "-Wl,-z,relro,-z,now"],
           "conditions": [
-            ["target_arch=='x64'", {"sources": ["src/dump/arch_x86_64.c"]}],
-            ["target_arch=='arm64'", {"sources": ["src/dump/arch_aarch64.c"]}]
+            ["target_arch=='x64'", {"sources": ["dump/arch_x86_64.c"]}],
+            ["target_arch=='arm64'", {"sources": ["dump/arch_aarch64.c"]}]
           ]
         }, {
           "type": "none"

@@ -33,7 +33,7 @@
 //   --node PATH|20|22|24|26  Node binary for the server (default: this one)
 //   --json FILE      also write the results as JSON to FILE
 //
-// What the reader reports and how it is counted (see src/dump/sample.c):
+// What the reader reports and how it is counted (see dump/sample.c):
 //   - a set read consistently (two reads agree, pointer unchanged): checked.
 //   - `error: the set changed while it was read, 8 times in a row`: the
 //     reader gave up re-reading a set that kept changing under it.  Not a

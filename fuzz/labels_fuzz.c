@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/dump/dump.h"
+#include "../dump/dump.h"
 #include "fake_mem.h"
 
 /* Round and far from 0, so a NULL or small pointer never lands in the image. */

@@ -2,7 +2,7 @@
  * See locate_steps.h.  locate.c is included, not linked, so that its static
  * helpers are in this file's scope; nothing else of it changes.
  */
-#include "../src/dump/locate.c"
+#include "../dump/locate.c"
 
 #include "locate_steps.h"
 

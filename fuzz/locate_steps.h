@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../src/dump/dump.h"
-#include "../src/dump/elfinfo.h"
+#include "../dump/dump.h"
+#include "../dump/elfinfo.h"
 
 #define FUZZ_PID 4242
 

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/dump/dump.h"
+#include "../dump/dump.h"
 #include "check.h"
 #include "fake_mem.h"
 

@@ -17,7 +17,7 @@ const prebuildify = require('prebuildify');
 
 const ROOT = path.join(__dirname, '..');
 const TRIPLES = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' };
-const SOURCES = ['binding.gyp', 'src', 'package.json'];
+const SOURCES = ['binding.gyp', 'src', 'dump', 'package.json'];
 
 function fail(message) {
   process.stderr.write(`prebuild: ${message}\n`);

@@ -1,6 +1,6 @@
 'use strict';
 // customlabels-dump and the OpenTelemetry formats beside the Custom Label
-// ABI (src/dump/otel.c): OTEP 4947 thread context records, found through
+// ABI (dump/otel.c): OTEP 4947 thread context records, found through
 // otel_thread_ctx_v1 in every TLS access model the OTEP lets a reader meet,
 // and the OTEP 4719 process context that names their attributes, read by
 // its update protocol.  The C fixtures (test/fixtures/otel_host.c,
@@ -18,7 +18,7 @@ const { cc: CC, emulated, why, skipUnderEmulation } = require('./helpers/emulati
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
-const SRC = path.join(root, 'src', 'dump');
+const SRC = path.join(root, 'dump');
 const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? 'desc' : 'gnu2';
 const LEGACY_DIALECT = process.arch === 'arm64' ? 'trad' : 'gnu';

@@ -1,5 +1,5 @@
 'use strict';
-// customlabels-dump, the external reader (src/dump/): against Node.js
+// customlabels-dump, the external reader (dump/): against Node.js
 // processes that use the addon, against C fixtures that export the ABI from
 // a main executable and from libcustomlabels*.so (static and dynamic TLS),
 // with the ABI's edge cases, a wrong version, a corrupt target, threads that
@@ -19,7 +19,7 @@ const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const LAUNCHER = path.join(root, 'bin', 'customlabels-dump.js');
 const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
-const SRC = path.join(root, 'src', 'dump');
+const SRC = path.join(root, 'dump');
 const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
 

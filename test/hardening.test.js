@@ -18,7 +18,7 @@ const { promisify } = require('node:util');
 
 const ROOT = path.resolve(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
-const SRC = path.join(ROOT, 'src', 'dump');
+const SRC = path.join(ROOT, 'dump');
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 function have(command) {

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../customlabels.h"
+#include "../src/customlabels.h"
 #include "tlsmath.h"
 
 /* Exit codes, documented in doc/customlabels-dump.md. */
