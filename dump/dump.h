@@ -2,8 +2,9 @@
  * customlabels-dump: reads the Custom Label ABI v1 label sets of another
  * process from outside, the way a profiler does, and beside them the
  * OpenTelemetry thread context (OTEP 4947) and process context (OTEP 4719).
- * Declarations shared by the tool's files; the ABI types come from the
- * addon's header, nothing else of the addon is linked.
+ * Declarations shared by the tool's files.  The tool shares no code with
+ * the addon: it knows the ABI from the ABI document alone, as any profiler
+ * does, so nothing here includes or links anything from src/.
  *
  * Names: cld_ for everything shared between files of the tool; helpers local
  * to a file are static and unprefixed.
@@ -18,8 +19,31 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../src/customlabels.h"
 #include "tlsmath.h"
+
+/*
+ * The ABI v1 types, laid out as the ABI document defines them.  The reader
+ * reads a process of its own architecture (x86-64 or aarch64), where
+ * size_t and pointers are 8 bytes, as they are in the target.
+ */
+typedef struct {
+  size_t len;
+  const unsigned char *buf;
+} custom_labels_string_t;
+
+typedef struct {
+  custom_labels_string_t key;
+  custom_labels_string_t value;
+} custom_labels_label_t;
+
+typedef struct {
+  custom_labels_label_t *storage;
+  size_t count;
+  size_t capacity;
+} custom_labels_labelset_t;
+
+_Static_assert(sizeof(custom_labels_label_t) == 32 && sizeof(custom_labels_labelset_t) == 24,
+               "the ABI's 64-bit layout");
 
 /* Exit codes, documented in doc/customlabels-dump.md. */
 enum {
