@@ -29,7 +29,7 @@
                       "dump/tlsmath.c", "dump/ptrace.c", "dump/mem.c",
                       "dump/proc.c", "dump/labels.c", "dump/out.c",
                       "dump/sample.c", "dump/privilege.c", "dump/proto.c",
-                      "dump/otel.c"],
+                      "dump/otel.c", "dump/thread.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
                      "-fPIE"],

@@ -263,7 +263,7 @@ void cld_labels_read(pid_t pid, uint64_t variable, cld_labels_t *labels);
 /* Sorts the labels by key bytes: the canonical order of a set. */
 void cld_labels_sort(cld_labels_t *labels);
 
-/* Reads the labels of the thread whose thread pointer is `tp` (main.c). */
+/* Reads the labels of the thread whose thread pointer is `tp` (thread.c). */
 void cld_read_thread(const cld_target_t *target, uint64_t tp, cld_labels_t *labels);
 
 /* ---- Protobuf wire format, decoding only (proto.c) ---- */
@@ -360,7 +360,7 @@ void cld_otel_record_decode(cld_otel_record_t *r, size_t nkeys);
 /* Whether both trace-id and span-id are all zero: a record without a span. */
 bool cld_otel_record_no_span(const cld_otel_record_t *r);
 
-/* Reads the record of the thread whose thread pointer is `tp` (main.c). */
+/* Reads the record of the thread whose thread pointer is `tp` (thread.c). */
 void cld_read_thread_otel(const cld_target_t *target, uint64_t tp, size_t nkeys,
                           cld_otel_record_t *r);
 

@@ -147,42 +147,6 @@ static void describe_access(FILE *out, const cld_target_t *t) {
   }
 }
 
-void cld_read_thread(const cld_target_t *t, uint64_t tp, cld_labels_t *labels) {
-  uint64_t variable;
-  char why[192];
-  cld_labels_reset(labels);
-  switch (cld_variable_address(t, tp, &variable, why, sizeof(why))) {
-    case CLD_VAR_OK:
-      cld_labels_read(t->pid, variable, labels);
-      break;
-    case CLD_VAR_UNTOUCHED:
-      labels->is_null = true;
-      break;
-    case CLD_VAR_ERROR:
-      labels->error = true;
-      snprintf(labels->why, sizeof(labels->why), "%s", why);
-      break;
-  }
-}
-
-void cld_read_thread_otel(const cld_target_t *t, uint64_t tp, size_t nkeys, cld_otel_record_t *r) {
-  uint64_t variable;
-  char why[192];
-  cld_otel_record_reset(r);
-  switch (cld_variable_address(t, tp, &variable, why, sizeof(why))) {
-    case CLD_VAR_OK:
-      cld_otel_record_read(t->pid, variable, nkeys, r);
-      break;
-    case CLD_VAR_UNTOUCHED:
-      r->is_null = true;
-      break;
-    case CLD_VAR_ERROR:
-      r->error = true;
-      snprintf(r->why, sizeof(r->why), "%s", why);
-      break;
-  }
-}
-
 /* What was read of one thread: either part may be absent from the process. */
 typedef struct {
   pid_t tid;
