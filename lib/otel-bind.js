@@ -1,0 +1,111 @@
+'use strict';
+// bind() of a spanLabels manager: a function, or every listener of an
+// EventEmitter, runs later with the labels current where bind() was called
+// and the span labels of the context it was bound to.
+
+const { EventEmitter } = require('node:events');
+const { getLabels, limits, withSpan, warnDropped } = require('./otel-labels');
+
+// Marks an EventEmitter that a spanLabels manager bound (the first bind
+// wins, as with OpenTelemetry's own managers); the value maps each event to
+// a WeakMap from listener to the listener that was registered for it.
+const BOUND = Symbol('customlabels.otel.bound');
+const ADD_LISTENER = ['addListener', 'on', 'once', 'prependListener', 'prependOnceListener'];
+
+// What a bound function runs with: the labels current where bind() is
+// called, with the span labels of ctx over them, as a null-prototype
+// object of strings, and the span of ctx: { captured, span }.
+function capture(entries, ctx) {
+  const entry = entries.of(ctx);
+  const span = entry.labels;
+  const here = getLabels();
+  const captured = Object.create(null);
+  for (const key of Object.keys(here)) captured[key] = here[key];
+  for (const key of Object.keys(span)) {
+    if (span[key] === null) delete captured[key];
+    else captured[key] = span[key];
+  }
+  if (Object.keys(captured).length > limits.maxLabels) {
+    warnDropped(new RangeError(`a label set holds at most ${limits.maxLabels} labels`));
+    for (const key of Object.keys(span)) delete captured[key];
+    return { captured, span: null };
+  }
+  return { captured, span: entry.span };
+}
+
+// Runs run() with exactly the captured labels (and span): the keys of the
+// calling context that are not among them are removed.
+function within({ captured, span }, run) {
+  const here = getLabels();
+  let labels = captured;
+  for (const key in here) {
+    if (key in captured) continue;
+    if (labels === captured) labels = Object.assign(Object.create(null), captured);
+    labels[key] = null;
+  }
+  return withSpan(labels, span, run);
+}
+
+function wrap(inner, ctx, captured, target) {
+  const bound = function (...args) {
+    return within(captured, () => inner.with(ctx, target, this, ...args));
+  };
+  Object.defineProperty(bound, 'length', { value: target.length, configurable: true });
+  return bound;
+}
+
+// Every listener added to the emitter from now on runs as a function
+// bound to ctx.  Listeners can still be removed by the function given.
+function bindEmitter(inner, entries, ctx, ee) {
+  if (ee[BOUND] !== undefined) return ee;
+  const byEvent = new Map();
+  Object.defineProperty(ee, BOUND, { value: byEvent, configurable: true, enumerable: false, writable: false });
+  const captured = capture(entries, ctx);
+  // once() and prependOnceListener() register through on() and
+  // prependListener(): wrap only at the outermost call.
+  let adding = false;
+  for (const method of ADD_LISTENER) {
+    const original = ee[method];
+    if (typeof original !== 'function') continue;
+    ee[method] = function (event, listener) {
+      if (adding || typeof listener !== 'function') return original.call(this, event, listener);
+      let listeners = byEvent.get(event);
+      if (listeners === undefined) byEvent.set(event, (listeners = new WeakMap()));
+      const wrapped = wrap(inner, ctx, captured, listener);
+      listeners.set(listener, wrapped);
+      adding = true;
+      try {
+        return original.call(this, event, wrapped);
+      } finally {
+        adding = false;
+      }
+    };
+  }
+  for (const method of ['removeListener', 'off']) {
+    const original = ee[method];
+    if (typeof original !== 'function') continue;
+    ee[method] = function (event, listener) {
+      const wrapped = byEvent.get(event)?.get(listener);
+      return original.call(this, event, wrapped ?? listener);
+    };
+  }
+  if (typeof ee.removeAllListeners === 'function') {
+    const original = ee.removeAllListeners;
+    ee.removeAllListeners = function (event) {
+      if (arguments.length === 0) byEvent.clear();
+      else byEvent.delete(event);
+      return original.apply(this, arguments);
+    };
+  }
+  return ee;
+}
+
+// bind(ctx, target) of the manager that wraps `inner`, whose span entries
+// are `entries`.
+function bind(inner, entries, ctx, target) {
+  if (target instanceof EventEmitter) return bindEmitter(inner, entries, ctx, target);
+  if (typeof target === 'function') return wrap(inner, ctx, capture(entries, ctx), target);
+  return target;
+}
+
+module.exports = { bind };
