@@ -3,6 +3,7 @@
 // the Custom Label ABI v1, following the work across async boundaries.
 
 const owner = require('./owner');
+const { setLabel } = require('./plain');
 
 // What customlabels/otel uses beside the public API: withLabels and
 // enterLabels that also set the span of the thread-context record, and the
@@ -58,11 +59,11 @@ function create() {
     context.enter(derive(context.current(), labels, 'enterLabels', span));
   }
 
-  /** The current labels, as a new plain object. */
+  /** The current labels, as a new plain object: every label an own property. */
   function getLabels() {
     const kv = context.current().kv;
     const result = {};
-    for (let i = 0; i < kv.length; i += 2) result[kv[i]] = kv[i + 1];
+    for (let i = 0; i < kv.length; i += 2) setLabel(result, kv[i], kv[i + 1]);
     return result;
   }
 

@@ -10,6 +10,7 @@ const { trace, isSpanContextValid } = require('@opentelemetry/api');
 const { LABELS } = require('./otel-options');
 const { limits } = require('./otel-labels');
 const { LocalRoots, lower } = require('./otel-root');
+const { setLabel } = require('./plain');
 
 // At most maxValueBytes bytes of UTF-8, cut at a character boundary (a lone
 // surrogate counts as the 3 bytes of U+FFFD, as customlabels writes it).
@@ -41,7 +42,7 @@ class SpanEntries {
     this.#keys = keys;
     // The span labels of a context without a valid span: every key null.
     const none = {};
-    for (const { option } of LABELS) if (keys[option] !== null) none[keys[option]] = null;
+    for (const { option } of LABELS) if (keys[option] !== null) setLabel(none, keys[option], null);
     this.none = Object.freeze(none);
     this.noSpan = Object.freeze({ labels: this.none, span: null });
     if (keys.localRootSpanId !== null) this.#roots = new LocalRoots(inner);
@@ -70,10 +71,10 @@ class SpanEntries {
     const traceId = lower(sc.traceId);
     const spanId = lower(sc.spanId);
     const labels = {};
-    if (keys.traceId !== null) labels[keys.traceId] = traceId;
-    if (keys.spanId !== null) labels[keys.spanId] = spanId;
-    if (keys.localRootSpanId !== null) labels[keys.localRootSpanId] = this.#roots.of(span, sc);
-    if (keys.spanName !== null) labels[keys.spanName] = typeof span.name === 'string' ? clip(span.name) : null;
+    if (keys.traceId !== null) setLabel(labels, keys.traceId, traceId);
+    if (keys.spanId !== null) setLabel(labels, keys.spanId, spanId);
+    if (keys.localRootSpanId !== null) setLabel(labels, keys.localRootSpanId, this.#roots.of(span, sc));
+    if (keys.spanName !== null) setLabel(labels, keys.spanName, typeof span.name === 'string' ? clip(span.name) : null);
     // The record's header carries the ids; the labels that repeat them are
     // left out of its attributes (lib/record.js).
     const flags = typeof sc.traceFlags === 'number' ? sc.traceFlags & 0xff : 0;

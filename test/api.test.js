@@ -337,3 +337,38 @@ describe('enterLabels', () => {
     assert.equal(seenAfter, null);
   });
 });
+
+describe('a label named __proto__', () => {
+  // JSON.parse makes "__proto__" an own key, so it is a label like any other.
+  const given = () => JSON.parse('{"__proto__":"x","a":"1"}');
+  const proto = (value, rest) => ({ ['__proto__']: value, ...rest }); // computed: an own property
+
+  it('withLabels publishes it, and getLabels() returns it as an own property of a plain object', () => {
+    const inside = withLabels(given(), () => ({
+      js: getLabels(),
+      raw: rawInstalled().entries.map((e) => [e.key.toString('latin1'), e.value.toString('latin1')]),
+      seen: tls.published(),
+    }));
+    // The bytes a profiler reads: both labels, in the order given.
+    assert.deepEqual(inside.raw, [['__proto__', 'x'], ['a', '1']]);
+    assert.deepEqual(inside.seen, proto('x', { a: '1' }));
+    assert.deepEqual(Object.keys(inside.js), ['__proto__', 'a']);
+    assert.deepEqual(inside.js, proto('x', { a: '1' }));
+    assert.equal(Object.getOwnPropertyDescriptor(inside.js, '__proto__').value, 'x');
+    assert.equal(Object.getPrototypeOf(inside.js), Object.prototype);
+  });
+
+  it('enterLabels and nested sets keep it, and null removes it', () => {
+    const seen = withLabels({ b: '2' }, () => {
+      enterLabels(given());
+      const entered = { js: getLabels(), seen: tls.published() };
+      const removed = withLabels(JSON.parse('{"__proto__":null}'), () => ({ js: getLabels(), seen: tls.published() }));
+      return { entered, removed };
+    });
+    assert.deepEqual(seen.entered.seen, proto('x', { b: '2', a: '1' }));
+    assert.deepEqual(seen.entered.js, proto('x', { b: '2', a: '1' }));
+    assert.deepEqual(seen.removed.seen, { b: '2', a: '1' });
+    assert.deepEqual(seen.removed.js, { b: '2', a: '1' });
+    assert.equal(Object.getPrototypeOf(seen.removed.js), Object.prototype);
+  });
+});

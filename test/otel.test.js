@@ -403,6 +403,29 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
       });
     });
 
+    it('a label key named __proto__: the span labels, the labels bound with a function and those a context without a span removes', () => {
+      const proto = (value, rest) => ({ ['__proto__']: value, ...rest }); // computed: an own property
+      register({ traceId: '__proto__' });
+      tracer.startActiveSpan('proto', (span) => {
+        const { trace_id: traceId, span_id: spanId } = idsOf(span);
+        assert.deepEqual(tls.published(), proto(traceId, { span_id: spanId }));
+        assert.deepEqual(getLabels(), proto(traceId, { span_id: spanId }));
+        assert.equal(context.with(ROOT_CONTEXT, () => tls.published()), null, 'a context without a span removes both');
+        const bound = context.bind(context.active(), () => tls.published());
+        span.end();
+        assert.deepEqual(bound(), proto(traceId, { span_id: spanId }));
+      });
+      // A label of that name from withLabels goes through spans and bind().
+      register();
+      withLabels(JSON.parse('{"__proto__":"x"}'), () => tracer.startActiveSpan('given', (span) => {
+        const ids = idsOf(span);
+        assert.deepEqual(tls.published(), proto('x', ids));
+        const bound = context.bind(context.active(), () => tls.published());
+        span.end();
+        assert.deepEqual(withLabels({ other: 'y' }, bound), proto('x', ids));
+      }));
+    });
+
     it('localRootSpanId: the server span under a remote parent is the local root of its children; off by default', () => {
       tracer.startActiveSpan('default', (span) => {
         assert.equal(tls.published().local_root_span_id, undefined);

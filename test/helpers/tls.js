@@ -5,13 +5,12 @@
 
 const binding = require('../../build/Release/customlabels.node');
 
-// null for a NULL pointer, else { key: value } decoded as UTF-8.
+// null for a NULL pointer, else { key: value } decoded as UTF-8, every
+// label an own property (a key named __proto__ too).
 function published() {
   const pairs = binding.readPublished();
   if (pairs === null) return null;
-  const labels = {};
-  for (const [key, value] of pairs) labels[key.toString('utf8')] = value.toString('utf8');
-  return labels;
+  return Object.fromEntries(pairs.map(([key, value]) => [key.toString('utf8'), value.toString('utf8')]));
 }
 
 // The labels a profiler would attribute a sample to: {} for NULL or empty.
