@@ -29,8 +29,8 @@ function probe() {
     const out = `${r.stdout}${r.stderr}`;
     if (/^Hardware watchpoint \d+: watched\s+Old value = 0\s+New value = 1$/m.test(out)) return null;
     if (/^Hardware watchpoint \d+: watched$/m.test(out) && /exited normally/.test(out)) {
-      return 'gdb sets a hardware watchpoint here but it never fires: a watched store ran without a stop ' +
-        '(a virtual machine whose hypervisor does not give the guest the debug registers)';
+      return 'gdb sets a hardware watchpoint on this machine but it never fires: a watched store ran without a stop ' +
+        '(some virtual machines do not give their guests working debug registers)';
     }
     if (/^Watchpoint \d+: watched$/m.test(out)) return 'gdb has no hardware watchpoint on this machine, only a software one';
     throw new Error(`gdb could not probe a hardware watchpoint (exit ${r.status ?? r.signal}):\n${out}`);
