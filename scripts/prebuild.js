@@ -6,6 +6,11 @@
 // with prebuildify, in a scratch copy of the sources so that the checkout's
 // own build/ is left alone.  The other architecture is cross-compiled
 // (x86-64 hosts: gcc-aarch64-linux-gnu; aarch64 hosts: gcc-x86-64-linux-gnu).
+// Without its cross compiler it is left out, with one line that says so and
+// what would build it, so that `npm pack` and installs from git work on any
+// machine that builds the addon.  It is an error instead where every
+// architecture must ship: `npm publish`, CI (CUSTOMLABELS_TEST_STRICT=1,
+// which .ci/run sets), and an architecture named with --arch.
 //
 //   node scripts/prebuild.js [--arch x64|arm64 ...]
 
@@ -24,8 +29,11 @@ function fail(message) {
   process.exit(1);
 }
 
-function have(command) {
-  return spawnSync(command, ['--version'], { stdio: 'ignore' }).status === 0;
+// A cross compiler is there when it preprocesses a libc header (its
+// libc6-dev-*-cross package is only recommended).
+function canCompile(command) {
+  return spawnSync(command, ['-E', '-x', 'c', '-o', '/dev/null', '-'],
+    { input: '#include <stdlib.h>\n', stdio: ['pipe', 'ignore', 'ignore'] }).status === 0;
 }
 
 // Headers of the Node that runs this script, so that node-gyp downloads
@@ -45,15 +53,22 @@ function nodeGyp() {
   return found;
 }
 
+// The tools that build for `arch`, or null (and `missing` says what would
+// bring them) without its cross compiler.
 function toolchain(arch) {
   if (arch === process.arch) return {};
   const t = TRIPLES[arch];
-  if (!have(`${t}-gcc`)) fail(`cross-compiling for ${arch} needs ${t}-gcc (Debian: apt-get install gcc-${t.replace(/_/g, '-')})`);
+  if (!canCompile(`${t}-gcc`)) return null;
   return { CC: `${t}-gcc`, CXX: `${t}-gcc`, LINK: `${t}-gcc`, AR: `${t}-ar`, STRIP: `${t}-strip` };
 }
 
-function build(arch, scratch) {
-  const tools = toolchain(arch);
+function missing(arch) {
+  const t = TRIPLES[arch];
+  const libc = { x64: 'amd64', arm64: 'arm64' }[arch];
+  return `linux-${arch} (no ${t}-gcc; Debian: apt-get install gcc-${t.replace(/_/g, '-')} libc6-dev-${libc}-cross)`;
+}
+
+function build(arch, scratch, tools) {
   const dir = nodedir();
   // prebuildify hands node-gyp this process's environment.
   const saved = { ...process.env };
@@ -97,19 +112,28 @@ async function main() {
     if (args[i] === '--arch' && TRIPLES[args[i + 1]]) archs.push(args[++i]);
     else fail(`usage: node scripts/prebuild.js [--arch x64|arm64 ...]`);
   }
+  // Where every architecture must ship, and why.
+  const all = archs.length > 0 ? '--arch' : process.env.npm_command === 'publish' ? 'npm publish'
+    : process.env.CUSTOMLABELS_TEST_STRICT === '1' ? 'CUSTOMLABELS_TEST_STRICT=1' : null;
   if (archs.length === 0) archs.push('x64', 'arm64');
   if (process.platform !== 'linux') fail('prebuilt addons are made on Linux');
+  const tools = new Map(archs.map((arch) => [arch, toolchain(arch)]));
+  const left = archs.filter((arch) => tools.get(arch) === null);
+  if (left.length > 0 && all) fail(`cannot build ${left.map(missing).join(', ')}, which ${all} requires`);
   for (const arch of archs) {
+    // Nothing from an earlier build ships for an architecture left out.
+    fs.rmSync(path.join(ROOT, 'prebuilds', `linux-${arch}`), { recursive: true, force: true });
+    if (left.includes(arch)) continue;
     const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `customlabels-prebuild-${arch}-`));
     try {
       for (const s of SOURCES) fs.cpSync(path.join(ROOT, s), path.join(scratch, s), { recursive: true });
-      fs.rmSync(path.join(ROOT, 'prebuilds', `linux-${arch}`), { recursive: true, force: true });
-      await build(arch, scratch);
+      await build(arch, scratch, tools.get(arch));
       process.stdout.write(`prebuild: prebuilds/linux-${arch}: ${fs.readdirSync(path.join(ROOT, 'prebuilds', `linux-${arch}`)).join(', ')}\n`);
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });
     }
   }
+  if (left.length > 0) process.stderr.write(`prebuild: left out ${left.map(missing).join(', ')}\n`);
 }
 
 main().catch((err) => fail(err.message));

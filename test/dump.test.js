@@ -14,6 +14,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { promisify } = require('node:util');
 const { cc: CC, why, skipUnderEmulation } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
 
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
@@ -22,11 +23,6 @@ const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'dump');
 const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
-
-function have(command, args = ['--version']) {
-  const r = spawnSync(command, args, { stdio: 'ignore', timeout: 30000 });
-  return r.status === 0;
-}
 
 // Children: every process a test starts is killed after it, on every path.
 const { track, killAll, startFixture } = require('./helpers/children');
@@ -44,6 +40,11 @@ function runDump(args, { launcher = false, timeout = 20000, uid, gid, shell } = 
   if (r.error && r.error.code !== 'ETIMEDOUT') throw r.error;
   assert.equal(r.signal, null, `customlabels-dump ended by ${r.signal} (a hang?)\nstderr: ${r.stderr}`);
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// The permission tests start processes as user nobody: only root can.
+function needsRoot(ctx) {
+  if (process.getuid() !== 0) needs.feature(ctx, 'root', `runs as root only, to start processes as user nobody (this is uid ${process.getuid()})`);
 }
 
 // A runnable copy of `from` in `dir`, where user nobody can reach it
@@ -199,7 +200,8 @@ describe('customlabels-dump', function () {
     });
 
     it('compiles for aarch64 too (when a cross compiler is installed)', function () {
-      if (process.arch === 'arm64' || !have('aarch64-linux-gnu-gcc')) this.skip();
+      if (process.arch === 'arm64') this.skip(); // the test above compiled for it
+      needs.tool(this, 'aarch64-linux-gnu-gcc');
       const sources = fs.readdirSync(SRC)
         .filter((n) => n.endsWith('.c') && n !== 'arch_x86_64.c').map((n) => path.join(SRC, n));
       for (const source of sources) {
@@ -255,7 +257,7 @@ describe('customlabels-dump', function () {
     });
 
     it('agrees with gdb on the same process', async function () {
-      if (!have('gdb')) this.skip();
+      needs.tool(this, 'gdb');
       const { pid } = await startNode();
       await crossCheckWithGdb(pid);
     });
@@ -317,7 +319,7 @@ describe('customlabels-dump', function () {
     });
 
     it('agrees with gdb on the same process', async function () {
-      if (!have('gdb')) this.skip();
+      needs.tool(this, 'gdb');
       const { pid } = await startFixture(bin.abi_exe, ['edge']);
       await crossCheckWithGdb(pid);
     });
@@ -351,7 +353,7 @@ describe('customlabels-dump', function () {
 
     it('agrees with gdb on the same process', async function () {
       skipUnderEmulation(this, why.gdb);
-      if (!have('gdb')) this.skip();
+      needs.tool(this, 'gdb');
       const { pid } = await startFixture(bin.abi_host_linked, ['linked']);
       await crossCheckWithGdb(pid);
     });
@@ -379,7 +381,7 @@ describe('customlabels-dump', function () {
 
     it('agrees with gdb in dynamic TLS', async function () {
       skipUnderEmulation(this, why.gdb);
-      if (!have('gdb')) this.skip();
+      needs.tool(this, 'gdb');
       const { pid } = await startFixture(bin.abi_host, ['dlopen', bin['libcustomlabels-dyn.so']]);
       await crossCheckWithGdb(pid);
     });
@@ -411,7 +413,7 @@ describe('customlabels-dump', function () {
 
     it('permission denied names what is needed; the same user may read', async function () {
       skipUnderEmulation(this, why.dump);
-      if (process.getuid() !== 0) this.skip();
+      needsRoot(this);
       const { pid } = await startFixture(bin.abi_exe, ['edge']);
       // Copies that user nobody can reach, wherever the checkout lives.
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-nobody-'));
@@ -447,7 +449,8 @@ describe('customlabels-dump', function () {
 
     it('with CAP_SYS_PTRACE from setcap, reads only what its user could trace without it', async function () {
       skipUnderEmulation(this, why.dump);
-      if (process.getuid() !== 0 || !have('getcap', [process.execPath])) this.skip();
+      needsRoot(this);
+      needs.tool(this, 'setcap', 'getcap');
       const root = await startFixture(bin.abi_exe, ['edge']);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-dump-setcap-'));
       const nobody = { uid: 65534, gid: 65534, cwd: '/' };

@@ -9,6 +9,9 @@
 // permission to attach to a sibling process (root, or
 // /proc/sys/kernel/yama/ptrace_scope = 0).  The ELF file is also checked on
 // aarch64, emulated or not; under emulation (.ci/arm64) gdb cannot attach.
+// The torn-write tests also need a hardware watchpoint that fires, which
+// test/helpers/watchpoints.js checks first.  What is missing is skipped
+// with its reason (test/helpers/needs.js).
 
 const assert = require('node:assert/strict');
 const { spawn, spawnSync } = require('node:child_process');
@@ -17,6 +20,8 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
+const { requireHardwareWatchpoints } = require('./helpers/watchpoints');
 
 const ROOT = path.resolve(__dirname, '..');
 const ADDON = path.join(ROOT, 'build', 'Release', 'customlabels.node');
@@ -154,16 +159,9 @@ function runReader(pid, dir, env, ms) {
   return { gdb, stdout, result };
 }
 
-function have(cmd) {
-  const r = spawnSync(cmd, ['--version'], { stdio: 'ignore', timeout: 30000 });
-  return r.status === 0;
-}
-
 function requireTools(ctx, ...tools) {
   if (!SUPPORTED) ctx.skip();
-  for (const tool of tools) {
-    assert.ok(have(tool), `${tool} is needed for this test (Debian: apt-get install ${tool === 'readelf' ? 'binutils' : tool})`);
-  }
+  needs.tool(ctx, ...tools);
 }
 
 // ---------------------------------------------------------------------------
@@ -228,7 +226,7 @@ describe('external view (readelf, gdb)', function () {
   describe('the ELF file, read with readelf', function () {
     before(function () {
       if (!ELF_SUPPORTED) this.skip();
-      assert.ok(have('readelf'), 'readelf is needed for this test (Debian: apt-get install binutils)');
+      needs.tool(this, 'readelf');
     });
 
     it('defines exactly the ABI symbols, otel_thread_ctx_v1, the shared process-context functions and the Node-API entry points', function () {
@@ -531,7 +529,9 @@ describe('external view (readelf, gdb)', function () {
 
     before(function () {
       skipUnderEmulation(this, why.gdb);
-      requireTools(this, 'gdb');
+      if (!SUPPORTED) this.skip();
+      // gdb, and a hardware watchpoint that fires here.
+      requireHardwareWatchpoints(this);
       dir = tmpdir();
     });
 

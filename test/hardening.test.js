@@ -14,16 +14,13 @@ const { execFile, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const needs = require('./helpers/needs');
 const { promisify } = require('node:util');
 
 const ROOT = path.resolve(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 const SRC = path.join(ROOT, 'dump');
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
-
-function have(command) {
-  return spawnSync(command, ['--version'], { stdio: 'ignore' }).status === 0;
-}
 
 function readelf(file, ...args) {
   const r = spawnSync('readelf', ['-W', ...args, file], { encoding: 'utf8' });
@@ -61,7 +58,7 @@ describe('customlabels-dump hardening (readelf)', function () {
 
   before(function () {
     if (!SUPPORTED) this.skip();
-    assert.ok(have('readelf'), 'readelf is needed for this test (Debian: apt-get install binutils)');
+    needs.tool(this, 'readelf');
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
   });
 
@@ -97,7 +94,7 @@ describe('customlabels-dump hardening (readelf)', function () {
     let elf;
 
     before(async function () {
-      assert.ok(have('gcc'), 'gcc is needed for this test (Debian: apt-get install build-essential)');
+      needs.tool(this, 'gcc');
       tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-hardening-'));
       const exe = path.join(tmp, 'customlabels-dump-plain');
       const arch = process.arch === 'arm64' ? 'arch_aarch64.c' : 'arch_x86_64.c';

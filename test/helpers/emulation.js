@@ -47,11 +47,10 @@ const why = {
 };
 
 // Skips the running test, or from a hook its whole describe, under
-// emulation, and prints why.
+// emulation, and says why (test/helpers/needs.js: in the run's summary too).
 function skipUnderEmulation(ctx, reason) {
   if (!emulated) return;
-  console.log(`      (skipped under emulation: ${reason})`);
-  ctx.skip();
+  require('./needs').feature(ctx, 'under emulation', `under emulation, ${reason}`);
 }
 
 module.exports = { emulated, emulator, cc, why, skipUnderEmulation };
