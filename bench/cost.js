@@ -204,8 +204,33 @@ const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
 const f2 = (x) => (Number.isFinite(x) ? (x >= 0 ? '+' : '') + x.toFixed(2) : 'n/a');
 const pct = (x) => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %` : 'n/a');
 
+// One table of every Node and load: each variant's median µs per request,
+// then the paired differences of customlabels (and of the least hooks
+// against AsyncLocalStorage), median with the range and the median %.
+function summaryTable(results, o) {
+  const cols = [];
+  for (const r of results) {
+    if (r.rounds.length === 0) continue;
+    for (const load of ['rate', 'saturated']) {
+      cols.push({ title: `Node ${r.version.replace(/^v/, '').split('.')[0]}, ${load === 'rate' ? `${r.rate} req/s` : 'saturated'}`, s: summarize(r.rounds, o.variants, load) });
+    }
+  }
+  const lines = [`| server CPU per request | ${cols.map((c) => c.title).join(' | ')} |`, `| --- |${cols.map(() => ' --- |').join('')}`];
+  for (const v of o.variants) lines.push(`| ${NAMES[v] || v} | ${cols.map((c) => `${f1(c.s.perVariant[v].us)} µs`).join(' | ')} |`);
+  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
+  for (const [a, b] of want) {
+    const cells = cols.map((c) => {
+      const p = c.s.pairs.find((x) => x.a === a && x.b === b);
+      if (!p) return 'n/a';
+      return `${f2(p.median)} µs, ${pct(p.fraction)} (${f2(p.min)} … ${f2(p.max)})${p.noise ? ' noise' : ''}`;
+    });
+    if (cells.some((x) => x !== 'n/a')) lines.push(`| ${NAMES[a]} − ${NAMES[b]} | ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
 function report(results, o) {
-  const lines = [];
+  const lines = ['', summaryTable(results, o)];
   for (const r of results) {
     if (r.rounds.length === 0) continue;
     for (const load of ['rate', 'saturated']) {
