@@ -7,28 +7,31 @@
 // that follows async hops needs: read the store, switch a pointer) and
 // labels (customlabels' withLabels).
 //
-//   node bench/cost.js [--node 20 --node 24] [--rounds 12] [--duration 5]
+//   node bench/cost.js [--node 20 --node 24] [--rounds 40] [--duration 1]
 // Options:
 //   --node PATH|MAJOR   Node binary for the servers (repeatable; see bench/cli.js)
-//   --rounds N          rounds (12); in each, every variant runs once, in an
-//                       order rotated from round to round
-//   --duration S        seconds of each measured window (5)
-//   --warmup S          seconds of load before the first window (2)
-//   --fraction F        the fixed rate as a fraction of the saturated
-//                       throughput of `labels`, measured first (0.5)
-//   --rate N            a fixed rate in requests/s instead (all Nodes)
+//   --rounds N          rounds (40)
+//   --duration S        seconds of each measured window (1)
+//   --warmup S          seconds of saturated load each server gets first (2)
+//   --fraction F        the fixed rate as a fraction of what `labels` serves
+//                       saturated, measured after the warm-up (0.4)
+//   --rate N            a fixed rate in requests/s instead (every Node)
 //   --variants a,b      (plain,baseline,floor-switch,labels)
 //   --json FILE         every measurement, rewritten after each round
 //
-// Each run starts a fresh server, loads it from this process over 50
-// keep-alive connections for --warmup s, then measures two windows of
-// --duration s: saturated (each connection sends its next request when the
-// last one is answered) and the fixed rate (requests sent on a 1 ms clock,
-// spread evenly over time).  Server CPU per request = the server's CPU time
-// (all its threads, /proc/PID/task/*/schedstat, ns) over the requests it
-// answered in the window.  Results: per variant the median µs per request,
-// and for each pair the median of the differences within a round, with
-// their range.  No gc() anywhere.  Exit code 0: a report, not a test.
+// One server process per variant and Node, all started first and kept up.
+// The load, from this process over 50 keep-alive connections per server,
+// moves from one server to the next: a round measures, for each Node, one
+// window of each variant at the fixed rate (requests due evenly in time,
+// sent on a 1 ms clock), then one window of each saturated (each connection
+// sends its next request when the last one is answered), the variants back
+// to back in an order rotated each round.  Server CPU per request = the
+// server's CPU time in the window (all its threads,
+// /proc/PID/task/*/schedstat, ns) over the requests it answered in it.
+// Results: per variant the median µs per request; for each pair the median
+// of the differences within a round, their range, and a sign test (a
+// difference is inside the noise unless p <= 0.05).  No gc() anywhere.
+// Exit code 0: a report, not a test.  docs/cost.md has the details.
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -144,34 +147,42 @@ async function openPool(port) {
   return { load, close };
 }
 
-// One server process of `variant`: warm-up, then the saturated window, then
-// the fixed-rate window (if `rate`).  Returns CPU µs per request and more.
-async function runServer(node, variant, o, rate) {
+// A server process of `variant`, warmed up with --warmup s of saturated
+// load.  window(load, seconds, rate) measures one window; stop() ends it.
+async function startServer(node, variant, o) {
   const child = spawn(node, ['http-server.js', variant, '0'], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const stop = () => { child.stdin.end(); child.kill(); };
   try {
     const { ports, pid } = await firstJsonLine(child);
     const pool = await openPool(ports[0]);
-    try {
-      await pool.load('saturated', o.warmup);
-      const out = {};
-      for (const [name, mode, r] of [['saturated', 'saturated', 0], ['rate', 'rate', rate]]) {
-        if (name === 'rate' && !rate) continue;
-        const cpu0 = serverCpuNs(pid);
-        const l = await pool.load(mode, o.duration, r);
-        const cpuNs = serverCpuNs(pid) - cpu0;
-        out[name] = { us: cpuNs / 1e3 / l.answered, rps: l.answered / l.seconds, cores: cpuNs / 1e9 / l.seconds, late: l.late, p50: l.p50, p99: l.p99 };
-      }
-      return out;
-    } finally {
-      pool.close();
-    }
-  } finally {
-    child.stdin.end();
-    child.kill();
+    await pool.load('saturated', o.warmup);
+    const window = async (load, seconds, rate) => {
+      const cpu0 = serverCpuNs(pid);
+      const l = await pool.load(load, seconds, rate);
+      const cpuNs = serverCpuNs(pid) - cpu0;
+      return { us: cpuNs / 1e3 / l.answered, rps: l.answered / l.seconds, cores: cpuNs / 1e9 / l.seconds, late: l.late, p50: l.p50, p99: l.p99 };
+    };
+    return { window, stop: () => { pool.close(); stop(); } };
+  } catch (err) {
+    stop();
+    throw err;
   }
 }
 
 // ---------------------------------------------------------------------------
+
+// Two-sided sign test: the chance of a split at least as uneven as `above`
+// of `n` rounds if either variant were as likely to come out higher.
+function signTest(above, n) {
+  const k = Math.min(above, n - above);
+  let p = 0;
+  let c = 1; // n choose i
+  for (let i = 0; i <= k; i++) {
+    p += c;
+    c = (c * (n - i)) / (i + 1);
+  }
+  return Math.min(1, (2 * p) / 2 ** n);
+}
 
 function summarize(rounds, variants, load) {
   const us = (v) => rounds.map((r) => r[v]?.[load]?.us).filter(Number.isFinite);
@@ -190,7 +201,7 @@ function summarize(rounds, variants, load) {
     }
     const above = d.filter((x) => x > 0).length;
     return { a, b, n: d.length, median: median(d), min: Math.min(...d), max: Math.max(...d), fraction: median(f), above,
-      noise: Math.min(...d) <= 0 && Math.max(...d) >= 0 };
+      noise: signTest(above, d.length) > 0.05 };
   };
   const pairs = [];
   for (let i = 0; i < variants.length; i++) {
@@ -252,7 +263,7 @@ function report(results, o) {
 
 async function main() {
   const o = parseOptions(process.argv.slice(2), __filename,
-    { nodes: [], rounds: 12, duration: 5, warmup: 2, fraction: 0.5, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null },
+    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null },
     {
       '--node': (x, v) => x.nodes.push(v), '--rounds': (x, v) => { x.rounds = Number(v); },
       '--duration': (x, v) => { x.duration = Number(v); }, '--warmup': (x, v) => { x.warmup = Number(v); },
@@ -265,28 +276,38 @@ async function main() {
   for (const spec of o.nodes) {
     const node = resolveNode(spec);
     const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
+    const servers = {};
+    for (const v of o.variants) servers[v] = await startServer(node, v, o);
     let rate = o.rate;
     if (!rate) {
-      // The fixed rate: a fraction of what `labels` (the slowest variant) serves saturated.
-      const sat = (await runServer(node, 'labels', { ...o, duration: Math.max(3, o.duration) }, 0)).saturated.rps;
+      // The fixed rate: a fraction of what `labels` serves saturated.
+      const sat = (await servers.labels.window('saturated', Math.max(3, o.duration))).rps;
       rate = Math.round((sat * o.fraction) / 100) * 100;
       console.error(`${version}: labels saturated at ${sat.toFixed(0)} requests/s; fixed rate ${rate}`);
     }
-    results.push({ node, version, rate, rounds: [] });
+    results.push({ node, version, rate, servers, rounds: [] });
   }
-  // Round after round; within a round every Node, each running every
-  // variant back to back, the order rotated each round (and the Nodes' order swapped).
-  for (let round = 0; round < o.rounds; round++) {
-    const nodes = round % 2 === 0 ? results : [...results].reverse();
-    for (const r of nodes) {
-      const k = round % o.variants.length;
-      const order = [...o.variants.slice(k), ...o.variants.slice(0, k)];
-      const got = { order };
-      for (const v of order) got[v] = await runServer(r.node, v, o, r.rate);
-      r.rounds.push(got);
-      console.error(`round ${round + 1}/${o.rounds} ${r.version}: ${order.map((v) => `${v} ${f1(got[v].rate?.us)}/${f1(got[v].saturated.us)}`).join(', ')} (µs at rate/saturated)`);
+  // Every server stays up; the load moves from one to the next.  A round
+  // measures, for each Node (their order swapped each round) and each load,
+  // one window of every variant back to back, the order rotated each round.
+  try {
+    for (let round = 0; round < o.rounds; round++) {
+      const nodes = round % 2 === 0 ? results : [...results].reverse();
+      for (const r of nodes) {
+        const k = round % o.variants.length;
+        const order = [...o.variants.slice(k), ...o.variants.slice(0, k)];
+        const got = { order };
+        for (const v of order) got[v] = {};
+        for (const load of ['rate', 'saturated']) {
+          for (const v of order) got[v][load] = await r.servers[v].window(load, o.duration, r.rate);
+        }
+        r.rounds.push(got);
+        console.error(`round ${round + 1}/${o.rounds} ${r.version}: ${order.map((v) => `${v} ${f1(got[v].rate.us)}/${f1(got[v].saturated.us)}`).join(', ')} (µs at rate/saturated)`);
+      }
+      if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, started, results }, (key, value) => (key === 'servers' ? undefined : value), 1));
     }
-    if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, started, results }, null, 1));
+  } finally {
+    for (const r of results) for (const v of o.variants) r.servers[v].stop();
   }
   console.log(`customlabels cost: ${started.toISOString()} to ${new Date().toISOString()}; ${require('node:os').cpus().length} CPUs (${require('node:os').cpus()[0].model})`);
   console.log(report(results, o));
@@ -294,4 +315,4 @@ async function main() {
 
 if (require.main === module) main().catch((err) => { console.error(err.stack || err); process.exit(1); });
 
-module.exports = { summarize, report };
+module.exports = { summarize, report, signTest };
