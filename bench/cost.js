@@ -200,7 +200,9 @@ function summarize(rounds, variants, load) {
       if (Number.isFinite(x) && Number.isFinite(y)) { d.push(x - y); f.push((x - y) / y); }
     }
     const above = d.filter((x) => x > 0).length;
-    return { a, b, n: d.length, median: median(d), min: Math.min(...d), max: Math.max(...d), fraction: median(f), above,
+    const sorted = [...d].sort((x, y) => x - y);
+    const q = (k) => sorted[Math.round(k * (sorted.length - 1))];
+    return { a, b, n: d.length, median: median(d), min: Math.min(...d), max: Math.max(...d), q1: q(0.25), q3: q(0.75), fraction: median(f), above,
       noise: signTest(above, d.length) > 0.05 };
   };
   const pairs = [];
@@ -252,9 +254,9 @@ function report(results, o) {
         const p = s.perVariant[v];
         lines.push(`| ${NAMES[v] || v} | ${f1(p.us)} µs | ${p.rps.toFixed(0)} | ${p.p99.toFixed(2)} ms${p.late ? ` (${p.late} sent late)` : ''} |`);
       }
-      lines.push('', '| difference (paired within rounds) | median µs | range µs | median % | rounds above 0 |', '| --- | --- | --- | --- | --- |');
+      lines.push('', '| difference (paired within rounds) | median µs | middle half µs | range µs | median % | rounds above 0 |', '| --- | --- | --- | --- | --- | --- |');
       for (const p of s.pairs) {
-        lines.push(`| ${NAMES[p.a] || p.a} − ${NAMES[p.b] || p.b} | ${f2(p.median)}${p.noise ? ' (inside the noise)' : ''} | ${f2(p.min)} … ${f2(p.max)} | ${pct(p.fraction)} | ${p.above}/${p.n} |`);
+        lines.push(`| ${NAMES[p.a] || p.a} − ${NAMES[p.b] || p.b} | ${f2(p.median)}${p.noise ? ' (inside the noise)' : ''} | ${f2(p.q1)} … ${f2(p.q3)} | ${f2(p.min)} … ${f2(p.max)} | ${pct(p.fraction)} | ${p.above}/${p.n} |`);
       }
     }
   }
