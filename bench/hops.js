@@ -2,7 +2,7 @@
 // Counts, rather than times, what customlabels does on async hops:
 //   - slot writes: stores into this thread's custom_labels_current_set
 //     (lib/native.js `slot`, a BigUint64Array over the native pointer; a store
-//     is not a native call, but it is the "install" the issue talks about);
+//     is not a native call, but it is what publishes a set);
 //   - native calls: calls into the addon (binding.*), which should happen
 //     only when the arena is first mapped and when a set is written
 //     (writeSet: once per new set, and for a set whose chunk was reused),

@@ -53,7 +53,7 @@ const [caseName, variant, batchMsArg, batchesArg] = process.argv.slice(2);
 const BATCH_MS = Number(batchMsArg) || 100;
 const BATCHES = Number(batchesArg) || 7;
 
-// The same label objects in every variant.  Where the issue writes
+// The same label objects in every variant.  Where a case calls
 // withLabels({route, user, trace}, fn), the object is a literal built at
 // the call, as application code would: no variant can recognise it by
 // identity.  Label values are strings made once, up front.

@@ -3,10 +3,8 @@
 // least a JavaScript implementation that writes a set's bytes, a character
 // at a time, when the set is made could do for one request of
 // bench/workload.js.  A lower bound for writing in JavaScript, not a design.
-// customlabels has the addon write a set in one call instead; its whole set
-// building measured from 46 ns below to 10 ns above this writer on Node 20,
-// and from 6 ns below to 25 ns above it on Node 24 (bench/setcost.js,
-// bench/README.md's thirteenth and fourteenth runs).  This writer:
+// customlabels writes a set in one call instead (the addon on Node 20 and
+// 22, a WebAssembly function on Node 24 and later).  This writer:
 // - the keys' bytes are written once up front (it knows the workload's keys
 //   and their order, and checks each key against them by identity);
 // - per set it writes the custom_labels_labelset_t header (24 bytes), the
@@ -17,7 +15,7 @@
 //   between sets, no thread-context record;
 // - the benchmarks run it with the reading floor's hooks, which never switch
 //   the pointer at an async hop: it is stored on entering and leaving only
-//   (bench/README.md, the fourteenth run, measures what switching costs).
+//   (the switching floor, bench/floors.js, is what switching adds).
 
 const hasOwn = Object.prototype.hasOwnProperty;
 

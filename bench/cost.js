@@ -1,0 +1,320 @@
+'use strict';
+// What customlabels adds to a service: the reference HTTP server's CPU time
+// per request (bench/http-server.js: labels of a route, a user and a trace
+// id unique to the request, then 3 awaits), in four variants that differ
+// only in the mechanism: plain (no context), baseline (AsyncLocalStorage
+// alone), floor-switch (AsyncLocalStorage and the least hooks a publisher
+// that follows async hops needs: read the store, switch a pointer) and
+// labels (customlabels' withLabels).
+//
+//   node bench/cost.js [--node 20 --node 24] [--rounds 40] [--duration 1]
+// Options:
+//   --node PATH|MAJOR   Node binary for the servers (repeatable; see bench/cli.js)
+//   --rounds N          rounds (40)
+//   --duration S        seconds of each measured window (1)
+//   --warmup S          seconds of saturated load each server gets first (2)
+//   --fraction F        the fixed rate as a fraction of what `labels` serves
+//                       saturated, measured after the warm-up (0.4)
+//   --rate N            a fixed rate in requests/s instead (every Node)
+//   --variants a,b      (plain,baseline,floor-switch,labels)
+//   --json FILE         every measurement, rewritten after each round
+//
+// One server process per variant and Node, all started first and kept up.
+// The load, from this process over 50 keep-alive connections per server,
+// moves from one server to the next: a round measures, for each Node, one
+// window of each variant at the fixed rate (requests due evenly in time,
+// sent on a 1 ms clock), then one window of each saturated (each connection
+// sends its next request when the last one is answered), the variants back
+// to back in an order rotated each round.  Server CPU per request = the
+// server's CPU time in the window (all its threads,
+// /proc/PID/task/*/schedstat, ns) over the requests it answered in it.
+// Results: per variant the median µs per request; for each pair the median
+// of the differences within a round, their range, and a sign test (a
+// difference is inside the noise unless p <= 0.05).  No gc() anywhere.
+// Exit code 0: a report, not a test.  docs/cost.md has the details.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const { resolveNode, parseOptions, median, firstJsonLine } = require('./cli');
+
+const CONNECTIONS = 50;
+const REQUEST = Buffer.from('GET /api/items/42 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 'latin1');
+const BODY = '{"ok":true}\n'; // what http-server.js answers, and only at a response's end
+
+// The CPU time of every thread of process `pid`, in ns (on-CPU time as the
+// scheduler counts it, not rounded to clock ticks).
+function serverCpuNs(pid) {
+  let ns = 0;
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    } catch { /* a thread that just ended */ }
+  }
+  return ns;
+}
+
+// CONNECTIONS keep-alive connections to `port`, one request in flight at
+// most on each.  load(mode, seconds) sends requests until the time is up,
+// then waits for the answers, and returns how many were answered.
+async function openPool(port) {
+  const conns = await Promise.all(Array.from({ length: CONNECTIONS }, () => new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1', () => resolve(sock));
+    sock.once('error', reject);
+    sock.setNoDelay(true);
+  })));
+  const free = [];
+  let answered = 0;
+  let inFlight = 0;
+  let onFree = null; // what to do with a connection that became free
+  let latencies = [];
+  const send = (c) => {
+    c.t0 = process.hrtime.bigint();
+    inFlight++;
+    c.sock.write(REQUEST);
+  };
+  const pool = conns.map((sock) => {
+    const c = { sock, tail: '', t0: 0n };
+    sock.on('data', (chunk) => {
+      const s = c.tail + chunk.latin1Slice(0, chunk.length);
+      let at = s.indexOf(BODY);
+      while (at !== -1) {
+        answered++;
+        inFlight--;
+        latencies.push(Number(process.hrtime.bigint() - c.t0) / 1e6);
+        onFree(c);
+        at = s.indexOf(BODY, at + BODY.length);
+      }
+      c.tail = s.slice(-(BODY.length - 1));
+    });
+    sock.on('error', () => {});
+    return c;
+  });
+
+  function load(mode, seconds, rate) {
+    return new Promise((resolve) => {
+      answered = 0;
+      latencies = [];
+      let late = 0;
+      const t0 = process.hrtime.bigint();
+      const deadline = t0 + BigInt(Math.round(seconds * 1e9));
+      let timer = null;
+      let sent = 0;
+      const finish = () => {
+        if (inFlight > 0) return;
+        if (timer) clearInterval(timer);
+        const s = latencies.sort((a, b) => a - b);
+        resolve({ answered, seconds: Number(process.hrtime.bigint() - t0) / 1e9, late,
+          p50: s[s.length >> 1], p99: s[Math.floor(s.length * 0.99)] });
+      };
+      if (mode === 'saturated') {
+        onFree = (c) => {
+          if (process.hrtime.bigint() < deadline) send(c);
+          else finish();
+        };
+        for (const c of pool) send(c);
+      } else {
+        // Open loop: by time t, rate * t requests are due; each goes out on a
+        // free connection, or waits for one (counted in `late`).
+        free.length = 0;
+        free.push(...pool);
+        let pending = 0;
+        onFree = (c) => {
+          if (pending > 0) { pending--; late++; send(c); } else { free.push(c); }
+          if (timer === null && inFlight === 0) finish();
+        };
+        timer = setInterval(() => {
+          const now = process.hrtime.bigint();
+          if (now >= deadline) {
+            clearInterval(timer);
+            timer = null;
+            pending = 0;
+            if (inFlight === 0) finish();
+            return;
+          }
+          const due = Math.floor(rate * Number(now - t0) / 1e9);
+          while (sent < due) {
+            sent++;
+            const c = free.pop();
+            if (c) send(c); else pending++;
+          }
+        }, 1);
+      }
+    });
+  }
+  const close = () => { for (const c of pool) c.sock.destroy(); };
+  return { load, close };
+}
+
+// A server process of `variant`, warmed up with --warmup s of saturated
+// load.  window(load, seconds, rate) measures one window; stop() ends it.
+async function startServer(node, variant, o) {
+  const child = spawn(node, ['http-server.js', variant, '0'], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const stop = () => { child.stdin.end(); child.kill(); };
+  try {
+    const { ports, pid } = await firstJsonLine(child);
+    const pool = await openPool(ports[0]);
+    await pool.load('saturated', o.warmup);
+    const window = async (load, seconds, rate) => {
+      const cpu0 = serverCpuNs(pid);
+      const l = await pool.load(load, seconds, rate);
+      const cpuNs = serverCpuNs(pid) - cpu0;
+      return { us: cpuNs / 1e3 / l.answered, rps: l.answered / l.seconds, cores: cpuNs / 1e9 / l.seconds, late: l.late, p50: l.p50, p99: l.p99 };
+    };
+    return { window, stop: () => { pool.close(); stop(); } };
+  } catch (err) {
+    stop();
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+// Two-sided sign test: the chance of a split at least as uneven as `above`
+// of `n` rounds if either variant were as likely to come out higher.
+function signTest(above, n) {
+  const k = Math.min(above, n - above);
+  let p = 0;
+  let c = 1; // n choose i
+  for (let i = 0; i <= k; i++) {
+    p += c;
+    c = (c * (n - i)) / (i + 1);
+  }
+  return Math.min(1, (2 * p) / 2 ** n);
+}
+
+function summarize(rounds, variants, load) {
+  const us = (v) => rounds.map((r) => r[v]?.[load]?.us).filter(Number.isFinite);
+  const perVariant = Object.fromEntries(variants.map((v) => [v, {
+    us: median(us(v)), rps: median(rounds.map((r) => r[v]?.[load]?.rps)),
+    p99: median(rounds.map((r) => r[v]?.[load]?.p99)), late: rounds.reduce((s, r) => s + (r[v]?.[load]?.late || 0), 0),
+  }]));
+  // Paired: a - b within each round, and (a - b) / b.
+  const pair = (a, b) => {
+    const d = [];
+    const f = [];
+    for (const r of rounds) {
+      const x = r[a]?.[load]?.us;
+      const y = r[b]?.[load]?.us;
+      if (Number.isFinite(x) && Number.isFinite(y)) { d.push(x - y); f.push((x - y) / y); }
+    }
+    const above = d.filter((x) => x > 0).length;
+    const sorted = [...d].sort((x, y) => x - y);
+    const q = (k) => sorted[Math.round(k * (sorted.length - 1))];
+    return { a, b, n: d.length, median: median(d), min: Math.min(...d), max: Math.max(...d), q1: q(0.25), q3: q(0.75), fraction: median(f), above,
+      noise: signTest(above, d.length) > 0.05 };
+  };
+  const pairs = [];
+  for (let i = 0; i < variants.length; i++) {
+    for (let j = 0; j < i; j++) pairs.push(pair(variants[i], variants[j]));
+  }
+  return { perVariant, pairs };
+}
+
+const NAMES = { plain: 'no context', baseline: 'AsyncLocalStorage', 'floor-switch': 'least hooks', labels: 'customlabels' };
+const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
+const f2 = (x) => (Number.isFinite(x) ? (x >= 0 ? '+' : '') + x.toFixed(2) : 'n/a');
+const pct = (x) => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %` : 'n/a');
+
+// One table of every Node and load: each variant's median µs per request,
+// then the paired differences of customlabels (and of the least hooks
+// against AsyncLocalStorage), median with the range and the median %.
+function summaryTable(results, o) {
+  const cols = [];
+  for (const r of results) {
+    if (r.rounds.length === 0) continue;
+    for (const load of ['rate', 'saturated']) {
+      cols.push({ title: `Node ${r.version.replace(/^v/, '').split('.')[0]}, ${load === 'rate' ? `${r.rate} req/s` : 'saturated'}`, s: summarize(r.rounds, o.variants, load) });
+    }
+  }
+  const lines = [`| server CPU per request | ${cols.map((c) => c.title).join(' | ')} |`, `| --- |${cols.map(() => ' --- |').join('')}`];
+  for (const v of o.variants) lines.push(`| ${NAMES[v] || v} | ${cols.map((c) => `${f1(c.s.perVariant[v].us)} µs`).join(' | ')} |`);
+  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
+  for (const [a, b] of want) {
+    const cells = cols.map((c) => {
+      const p = c.s.pairs.find((x) => x.a === a && x.b === b);
+      if (!p) return 'n/a';
+      return `${f2(p.median)} µs, ${pct(p.fraction)} (${f2(p.min)} … ${f2(p.max)})${p.noise ? ' noise' : ''}`;
+    });
+    if (cells.some((x) => x !== 'n/a')) lines.push(`| ${NAMES[a]} − ${NAMES[b]} | ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function report(results, o) {
+  const lines = ['', summaryTable(results, o)];
+  for (const r of results) {
+    if (r.rounds.length === 0) continue;
+    for (const load of ['rate', 'saturated']) {
+      const s = summarize(r.rounds, o.variants, load);
+      lines.push('', `Node ${r.version}, ${load === 'rate' ? `fixed rate ${r.rate} requests/s` : 'saturated (50 connections)'}, ${r.rounds.length} rounds:`, '');
+      lines.push('| variant | server CPU per request (median) | requests/s | p99 |', '| --- | --- | --- | --- |');
+      for (const v of o.variants) {
+        const p = s.perVariant[v];
+        lines.push(`| ${NAMES[v] || v} | ${f1(p.us)} µs | ${p.rps.toFixed(0)} | ${p.p99.toFixed(2)} ms${p.late ? ` (${p.late} sent late)` : ''} |`);
+      }
+      lines.push('', '| difference (paired within rounds) | median µs | middle half µs | range µs | median % | rounds above 0 |', '| --- | --- | --- | --- | --- | --- |');
+      for (const p of s.pairs) {
+        lines.push(`| ${NAMES[p.a] || p.a} − ${NAMES[p.b] || p.b} | ${f2(p.median)}${p.noise ? ' (inside the noise)' : ''} | ${f2(p.q1)} … ${f2(p.q3)} | ${f2(p.min)} … ${f2(p.max)} | ${pct(p.fraction)} | ${p.above}/${p.n} |`);
+      }
+    }
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  const o = parseOptions(process.argv.slice(2), __filename,
+    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null },
+    {
+      '--node': (x, v) => x.nodes.push(v), '--rounds': (x, v) => { x.rounds = Number(v); },
+      '--duration': (x, v) => { x.duration = Number(v); }, '--warmup': (x, v) => { x.warmup = Number(v); },
+      '--fraction': (x, v) => { x.fraction = Number(v); }, '--rate': (x, v) => { x.rate = Number(v); },
+      '--variants': (x, v) => { x.variants = v.split(','); }, '--json': (x, v) => { x.json = path.resolve(v); },
+    });
+  if (o.nodes.length === 0) o.nodes = [process.execPath];
+  const started = new Date();
+  const results = [];
+  for (const spec of o.nodes) {
+    const node = resolveNode(spec);
+    const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
+    const servers = {};
+    for (const v of o.variants) servers[v] = await startServer(node, v, o);
+    let rate = o.rate;
+    if (!rate) {
+      // The fixed rate: a fraction of what `labels` serves saturated.
+      const sat = (await servers.labels.window('saturated', Math.max(3, o.duration))).rps;
+      rate = Math.round((sat * o.fraction) / 100) * 100;
+      console.error(`${version}: labels saturated at ${sat.toFixed(0)} requests/s; fixed rate ${rate}`);
+    }
+    results.push({ node, version, rate, servers, rounds: [] });
+  }
+  // Every server stays up; the load moves from one to the next.  A round
+  // measures, for each Node (their order swapped each round) and each load,
+  // one window of every variant back to back, the order rotated each round.
+  try {
+    for (let round = 0; round < o.rounds; round++) {
+      const nodes = round % 2 === 0 ? results : [...results].reverse();
+      for (const r of nodes) {
+        const k = round % o.variants.length;
+        const order = [...o.variants.slice(k), ...o.variants.slice(0, k)];
+        const got = { order };
+        for (const v of order) got[v] = {};
+        for (const load of ['rate', 'saturated']) {
+          for (const v of order) got[v][load] = await r.servers[v].window(load, o.duration, r.rate);
+        }
+        r.rounds.push(got);
+        console.error(`round ${round + 1}/${o.rounds} ${r.version}: ${order.map((v) => `${v} ${f1(got[v].rate.us)}/${f1(got[v].saturated.us)}`).join(', ')} (µs at rate/saturated)`);
+      }
+      if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, started, results }, (key, value) => (key === 'servers' ? undefined : value), 1));
+    }
+  } finally {
+    for (const r of results) for (const v of o.variants) r.servers[v].stop();
+  }
+  console.log(`customlabels cost: ${started.toISOString()} to ${new Date().toISOString()}; ${require('node:os').cpus().length} CPUs (${require('node:os').cpus()[0].model})`);
+  console.log(report(results, o));
+}
+
+if (require.main === module) main().catch((err) => { console.error(err.stack || err); process.exit(1); });
+
+module.exports = { summarize, report, signTest };
