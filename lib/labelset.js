@@ -138,7 +138,7 @@ function derive(parent, labels, who, span = parent.span) {
 // A new array of the first n entries of `a`.  Sets of 1 to 4 labels (most
 // of them) get an array literal, which V8 allocates inline: Array#slice is
 // a call into a builtin, about 10 ns more a new set on Node 20
-// (bench/README.md, the fifteenth run).
+// (measured when this was written: commit 8117b40's message).
 function firstOf(a, n) {
   switch (n) {
     case 2: return [a[0], a[1]];

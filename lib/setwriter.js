@@ -4,9 +4,9 @@
 // JavaScript string's characters itself, so a new set's bytes are written
 // with no call into the addon.  On V8 13 and later (Node 24 and later) that
 // measured cheaper than the addon's call; on V8 12 (Node 22), which has the
-// builtins too, it measured dearer, so there it is not used
-// (bench/README.md, the seventeenth run).  The module's memory is then the thread's arena: it is made when
-// the arena is first needed (lib/arena.js), and the addon adopts it
+// builtins too, it measured dearer, so there it is not used (bench/README.md
+// at commit 54ee2cd has the figures).  The module's memory is then the
+// thread's arena: it is made when the arena is first needed (lib/arena.js), and the addon adopts it
 // (src/addon.c adoptArena), holding it until the thread's environment is
 // torn down.  Elsewhere (Node 20, or a Node without WebAssembly) the addon
 // maps the arena and writes the sets, as it always does for a set with a
