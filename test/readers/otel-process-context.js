@@ -149,7 +149,15 @@ function readProcess({ pid, mem, lastPublishedAtNs = 0n }) {
   const { address, matches } = findContext(pid);
   if (address === null) return { matches, info: null };
   const info = read(mem, address, lastPublishedAtNs);
+  // The next resynchronisation passes the published_at_ns just read.
+  let reread = 'read';
+  try {
+    read(mem, address, info.publishedAtNs);
+  } catch (err) {
+    reread = err.kind ?? err.message;
+  }
   return {
+    reread,
     matches,
     address,
     attempts: info.attempts,
@@ -175,3 +183,42 @@ function inside(ctx) {
 }
 
 module.exports = { name, MAPPING_NAMES, isContextMapping, findContext, read, readOnce, threadContextInfo, readProcess, inside, ReadError };
+
+// The profiler reads the context again at each resynchronisation of the
+// process's mappings, passing the published_at_ns it last read.  poll()
+// makes `times` such reads in a row and says what each gave: a read that
+// succeeds must decode, and its key map must extend the last one read
+// (keys are only appended).
+function poll({ pid, mem, times }) {
+  const { address } = findContext(pid);
+  const seen = { ok: 0, noUpdate: 0, concurrent: 0, invalid: [], retried: 0, notExtending: 0, keys: [] };
+  let last = 0n;
+  for (let i = 0; i < times; i++) {
+    try {
+      const info = read(mem, address, last);
+      const keys = threadContextInfo(info.context).keyMap;
+      if (keys.length < seen.keys.length || seen.keys.some((k, j) => keys[j] !== k)) seen.notExtending++;
+      seen.keys = keys;
+      seen.ok++;
+      if (info.attempts > 1) seen.retried++;
+      last = info.publishedAtNs;
+    } catch (err) {
+      if (err.kind === 'no update') seen.noUpdate++;
+      else if (err.kind === 'concurrent update') seen.concurrent++;
+      else seen.invalid.push(err.message);
+    }
+  }
+  return seen;
+}
+
+function pollInside(times) {
+  const mem = memory.inside();
+  try {
+    return poll({ pid: process.pid, mem, times });
+  } finally {
+    mem.close();
+  }
+}
+
+module.exports.poll = poll;
+module.exports.pollInside = pollInside;

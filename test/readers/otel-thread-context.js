@@ -37,7 +37,6 @@ const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 const memory = require('./support/memory');
 const processContext = require('./otel-process-context');
-const fs = require('node:fs');
 
 const name = 'otelThreadContext';
 const TLS_EXPORT = 'otel_thread_ctx_v1';
@@ -107,17 +106,16 @@ function attach(data, bias, mem) {
   }
 }
 
+const loaded = new WeakMap();
 function discover(pid, mem) {
   const claimed = [];
   for (const m of memory.maps(pid)) {
     if (m.perms[2] !== 'x' || m.path === '' || m.path.startsWith('[') || m.path.startsWith('/memfd:')) continue;
-    let f;
-    try {
-      f = elf.parse(fs.readFileSync(m.path));
-    } catch {
-      continue;
-    }
-    const data = loader(f);
+    const f = elf.open(m.path);
+    if (!f) continue;
+    // Loaders run once per file; their result is kept with it.
+    if (!loaded.has(f)) loaded.set(f, loader(f));
+    const data = loaded.get(f);
     if (!data) continue;
     const bias = m.start - pfelf.fileOffsetToVirtualAddress(f, m.offset);
     claimed.push({ file: m.path, bias, data, proc: attach(data, bias, mem) });

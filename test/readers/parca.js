@@ -30,7 +30,6 @@
 // The eBPF program reads the interrupted thread's memory; here `mem.read`
 // stands for bpf_probe_read_user and `tp` for the task's thread pointer.
 
-const fs = require('node:fs');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 const memory = require('./support/memory');
@@ -98,28 +97,17 @@ function executableFiles(pid) {
     !m.path.startsWith('/memfd:'));
 }
 
-const elfCache = new Map();
-function openElf(file) {
-  let f = elfCache.get(file);
-  if (f === undefined) {
-    try {
-      f = elf.parse(fs.readFileSync(file));
-    } catch {
-      f = null; // not an ELF file (pfelf.ErrNotELF): skipped
-    }
-    elfCache.set(file, f);
-  }
-  return f;
-}
-
 // Discovery and attach for process `pid`: every file a loader claimed, and
 // the proc info of the (last) one attached.
+const loaded = new WeakMap();
 function discover(pid, mem) {
   const claimed = [];
   for (const m of executableFiles(pid)) {
-    const f = openElf(m.path);
+    const f = elf.open(m.path);
     if (!f) continue;
-    const data = loader(m.path, f);
+    // Loaders run once per file; their result is kept with it.
+    if (!loaded.has(f)) loaded.set(f, loader(m.path, f));
+    const data = loaded.get(f);
     if (!data) continue;
     const elfSpaceVA = pfelf.fileOffsetToVirtualAddress(f, m.offset);
     if (elfSpaceVA === null) throw new Error(`failed to map file offset ${m.offset} of ${m.path}`);

@@ -125,4 +125,29 @@ function* symbols(f, sectionName) {
   for (let i = 0; i < s.size / 24; i++) yield symbolAt(f, s.offset, strtab.offset, i);
 }
 
-module.exports = { PT, PF_X, DT, EM, STT_TLS, RELOC, parse, fileOffset, dynValue, symbolAt, relocations, symbols, cstr };
+// The parsed file at `file`, once per file and version: profilers cache
+// what they learn from a file (by its identity), and a Node.js binary is
+// large.  null for a file that is not ELF64 (skipped, as pfelf.ErrNotELF).
+const cache = new Map();
+function open(file) {
+  const fs = require('node:fs');
+  let st;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    return null;
+  }
+  const key = `${file}\0${st.dev}:${st.ino}:${st.mtimeMs}`;
+  if (!cache.has(key)) {
+    let f = null;
+    try {
+      f = parse(fs.readFileSync(file));
+    } catch {
+      f = null;
+    }
+    cache.set(key, f);
+  }
+  return cache.get(key);
+}
+
+module.exports = { open, PT, PF_X, DT, EM, STT_TLS, RELOC, parse, fileOffset, dynValue, symbolAt, relocations, symbols, cstr };

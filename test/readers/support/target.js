@@ -93,8 +93,10 @@ function workerMain() {
       // Keys appended to the process context's key map while it is read.
       Atomics.store(ctl, 1, seq);
       Atomics.notify(ctl, 1);
+      // A key a millisecond at most, so that the reads overlap the appends.
       for (let i = 0; i < message.churn && Atomics.load(ctl, 0) === seq; i++) {
         cl.withLabels({ [`churn${String(i).padStart(3, '0')}`]: String(i) }, () => {});
+        Atomics.wait(ctl, 0, seq, 1);
       }
       workerData.port.postMessage({ errors });
       Atomics.wait(ctl, 0, seq);
@@ -161,7 +163,9 @@ function main() {
       ];
       const results = {};
       for (const reader of readers) results[reader.name] = reader.inside({ threads, arch: process.arch });
-      out({ ready: true, pid: process.pid, threads, errors, results });
+      const poller = step.churn && readers.find((r) => r.pollInside);
+      const poll = poller ? poller.pollInside(200) : null;
+      out({ ready: true, pid: process.pid, threads, errors, results, poll });
       line = readLine();
     };
     const labeled = () => nest(cl, step.main || [], body, errors.main);
