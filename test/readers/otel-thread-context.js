@@ -185,7 +185,7 @@ function readProcess({ pid, mem, threads }) {
   const pc = processContext.readProcess({ pid, mem });
   const result = {
     claimed: claimed.map((c) => ({ file: c.file, access: c.data.access, proc: c.proc })),
-    schema: pc.threadContext,
+    schema: pc.threadContext ?? null,
     threads: {},
   };
   const attached = claimed[claimed.length - 1];
