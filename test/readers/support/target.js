@@ -184,5 +184,5 @@ function main() {
   for (const w of workers) send(w, { exit: true });
 }
 
-if (require('node:worker_threads').isMainThread) main();
-else workerMain();
+if (!require('node:worker_threads').isMainThread) workerMain();
+else if (require.main === module) main();
