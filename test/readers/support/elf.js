@@ -126,28 +126,57 @@ function* symbols(f, sectionName) {
 }
 
 // The parsed file at `file`, once per file and version: profilers cache
-// what they learn from a file (by its identity), and a Node.js binary is
-// large.  null for a file that is not ELF64 (skipped, as pfelf.ErrNotELF).
+// what they learn from a file (by its identity).  A Node.js binary is some
+// hundred megabytes, of which the readers need the headers and the
+// sections of symbols, strings, hashes, relocations and the dynamic
+// table: only those are read into the file's image.  null for a file that
+// is not ELF64 (skipped, as pfelf.ErrNotELF).
 const cache = new Map();
+const WANTED = new Set([2, 3, 4, 5, 6, 11, 0x6ffffff6]); // SYMTAB STRTAB RELA HASH DYNAMIC DYNSYM GNU_HASH
 function open(file) {
   const fs = require('node:fs');
-  let st;
+  let fd;
   try {
-    st = fs.statSync(file);
+    fd = fs.openSync(file, 'r');
   } catch {
     return null;
   }
-  const key = `${file}\0${st.dev}:${st.ino}:${st.mtimeMs}`;
-  if (!cache.has(key)) {
+  try {
+    const st = fs.fstatSync(fd);
+    const key = `${file}\0${st.dev}:${st.ino}:${st.mtimeMs}`;
+    if (cache.has(key)) return cache.get(key);
     let f = null;
     try {
-      f = parse(fs.readFileSync(file));
+      const buf = Buffer.allocUnsafeSlow(st.size);
+      const fill = (at, n) => {
+        if (at < 0 || n <= 0 || at + n > st.size) return;
+        if (fs.readSync(fd, buf, at, n, at) !== n) throw new Error(`short read of ${file}`);
+      };
+      fill(0, Math.min(64, st.size));
+      if (st.size >= 64 && buf.readUInt32BE(0) === 0x7f454c46 && buf[4] === 2 && buf[5] === 1) {
+        const phoff = Number(buf.readBigUInt64LE(32));
+        const shoff = Number(buf.readBigUInt64LE(40));
+        fill(phoff, buf.readUInt16LE(54) * buf.readUInt16LE(56));
+        fill(shoff, buf.readUInt16LE(58) * buf.readUInt16LE(60));
+        const shentsize = buf.readUInt16LE(58);
+        for (let i = 0; i < buf.readUInt16LE(60); i++) {
+          const o = shoff + i * shentsize;
+          if (WANTED.has(buf.readUInt32LE(o + 4))) fill(Number(buf.readBigUInt64LE(o + 24)), Number(buf.readBigUInt64LE(o + 32)));
+        }
+        for (let i = 0; i < buf.readUInt16LE(56); i++) {
+          const o = phoff + i * buf.readUInt16LE(54);
+          if (buf.readUInt32LE(o) === PT.DYNAMIC) fill(Number(buf.readBigUInt64LE(o + 8)), Number(buf.readBigUInt64LE(o + 32)));
+        }
+        f = parse(buf);
+      }
     } catch {
       f = null;
     }
     cache.set(key, f);
+    return f;
+  } finally {
+    fs.closeSync(fd);
   }
-  return cache.get(key);
 }
 
 module.exports = { open, PT, PF_X, DT, EM, STT_TLS, RELOC, parse, fileOffset, dynValue, symbolAt, relocations, symbols, cstr };
