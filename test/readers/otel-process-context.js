@@ -171,6 +171,25 @@ function readProcess({ pid, mem, lastPublishedAtNs = 0n }) {
   };
 }
 
+// Resolve's rule for the context a profiler holds: a read that finds no
+// update, or keeps meeting an update in progress, leaves the one it had.
+const held = new Map();
+function resolve({ pid, mem }) {
+  const { address } = findContext(pid);
+  if (address === null) {
+    held.delete(pid);
+    return null;
+  }
+  const old = held.get(pid);
+  try {
+    const info = read(mem, address, old ? old.publishedAtNs : 0n);
+    held.set(pid, { publishedAtNs: info.publishedAtNs, threadContext: threadContextInfo(info.context) });
+  } catch (err) {
+    if (err.kind !== 'no update' && err.kind !== 'concurrent update') throw err;
+  }
+  return held.get(pid) ?? null;
+}
+
 function inside(ctx) {
   const mem = memory.inside();
   try {
@@ -182,7 +201,7 @@ function inside(ctx) {
   }
 }
 
-module.exports = { name, MAPPING_NAMES, isContextMapping, findContext, read, readOnce, threadContextInfo, readProcess, inside, ReadError };
+module.exports = { name, resolve, MAPPING_NAMES, isContextMapping, findContext, read, readOnce, threadContextInfo, readProcess, inside, ReadError };
 
 // The profiler reads the context again at each resynchronisation of the
 // process's mappings, passing the published_at_ns it last read.  poll()

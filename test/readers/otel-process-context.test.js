@@ -27,8 +27,13 @@ describe('readers: OpenTelemetry eBPF profiler, process context (OTEP 4719; open
   forEachPath('otel', (steps) => {
     const ctx = (name) => step(steps(), name).results.otelProcessContext;
 
+    // Each step is read once; during the churn a read may meet an update in
+    // progress three times (the profiler then keeps the context it had),
+    // so that step is checked by the polling test.
+    const quiet = () => steps().filter((s) => !s.poll);
+
     it('finds one mapping under a name it matches, not executable, and reads its header (OTEL_CTX, version 2, payload 1 to 65536 bytes)', function () {
-      for (const s of steps()) {
+      for (const s of quiet()) {
         const r = s.results.otelProcessContext;
         assert.equal(r.error, undefined, `${s.name}: ${r.error}`);
         assert.equal(r.matches.length, 1, `${s.name}: ${JSON.stringify(r.matches)}`);
@@ -44,7 +49,7 @@ describe('readers: OpenTelemetry eBPF profiler, process context (OTEP 4719; open
     });
 
     it('takes the thread-context schema tlsdesc_v1_dev and the key map from the attributes: each key once, every label key there', function () {
-      for (const s of steps()) {
+      for (const s of quiet()) {
         const { threadContext, attributes } = s.results.otelProcessContext;
         assert.deepEqual(attributes.map(([k]) => k), ['threadlocal.schema_version', 'threadlocal.attribute_key_map']);
         assert.equal(threadContext.schemaVersion, 'tlsdesc_v1_dev');
@@ -61,8 +66,7 @@ describe('readers: OpenTelemetry eBPF profiler, process context (OTEP 4719; open
     });
 
     it('update protocol: a new key is a newer published_at_ns; reading again with it gives "no update"', function () {
-      for (const s of steps()) {
-        if (s.poll) continue;
+      for (const s of quiet()) {
         assert.equal(s.results.otelProcessContext.reread, 'no update', s.name);
         assert.equal(s.results.otelProcessContext.attempts, 1, `${s.name}: read at the first attempt`);
       }

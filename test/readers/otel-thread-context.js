@@ -44,15 +44,7 @@ const HEADER = 28;
 const MAX_ATTRS = 642;
 
 function findSymbol(f, symName) {
-  let sym = pfelf.lookupSymbol(f, symName);
-  if (!sym) {
-    pfelf.visitSymbols(f, (s) => {
-      if (s.name !== symName) return true;
-      sym = s;
-      return false;
-    });
-  }
-  return sym;
+  return pfelf.lookupSymbol(f, symName) ?? pfelf.firstSymbolNamed(f, symName);
 }
 
 // loader + resolveTLSAccess: null where it returns (nil, nil).
@@ -182,7 +174,8 @@ function decodeLabels(keyMap, data) {
 
 function readProcess({ pid, mem, threads }) {
   const claimed = discover(pid, mem);
-  const pc = processContext.readProcess({ pid, mem });
+  // The key map of the process context the profiler holds.
+  const pc = processContext.resolve({ pid, mem }) ?? {};
   const result = {
     claimed: claimed.map((c) => ({ file: c.file, access: c.data.access, proc: c.proc })),
     schema: pc.threadContext ?? null,

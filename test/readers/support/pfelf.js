@@ -110,11 +110,22 @@ function visitRelocations(f, relTypes, visitor) {
   }
 }
 
-// VisitSymbols: .symtab.
-function visitSymbols(f, visitor) {
-  for (const s of elf.symbols(f, '.symtab')) {
-    if (!visitor({ name: s.name, address: s.value, size: s.size, info: s.info })) return;
+// VisitSymbols (.symtab) with a visitor that stops at the first symbol
+// named `name`: that symbol, or null.  Names are compared as bytes (a
+// Node.js binary has some hundred thousand symbols).
+function firstSymbolNamed(f, name) {
+  const s = f.sections.find((x) => x.name === '.symtab');
+  if (!s) return null;
+  const strtab = f.sections[s.link].offset;
+  const want = Buffer.from(`${name}\0`, 'latin1');
+  for (let i = 0; i < s.size / 24; i++) {
+    const at = strtab + f.buf.readUInt32LE(s.offset + i * 24);
+    if (f.buf.compare(want, 0, want.length, at, at + want.length) === 0) {
+      const sym = elf.symbolAt(f, s.offset, strtab, i);
+      return { name, address: sym.value, size: sym.size, info: sym.info };
+    }
   }
+  return null;
 }
 
 // FileOffsetToVirtualAddress, with the page size a profiler on this
@@ -130,4 +141,4 @@ function fileOffsetToVirtualAddress(f, fileOffset) {
   return null;
 }
 
-module.exports = { REL, lookupSymbol, visitRelocations, visitSymbols, fileOffsetToVirtualAddress, gnuHash };
+module.exports = { REL, lookupSymbol, visitRelocations, firstSymbolNamed, fileOffsetToVirtualAddress, gnuHash };
