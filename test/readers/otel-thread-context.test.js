@@ -14,7 +14,8 @@ const path = require('node:path');
 const { forEachPath, step, firstWins, lastWins, harness } = require('./support/paths');
 const tc = require('./otel-thread-context');
 
-const ADDON = fs.realpathSync(path.join(harness.ROOT, 'build', 'Release', 'customlabels.node'));
+// The addon the package loaded (a build from source here).
+const addon = () => fs.realpathSync(path.join(harness.ROOT, 'build', 'Release', 'customlabels.node'));
 const THREADS = ['main', 'worker1', 'worker2'];
 const ZERO = { traceId: '0'.repeat(32), spanId: '0'.repeat(16) };
 
@@ -25,7 +26,7 @@ describe('readers: OpenTelemetry eBPF profiler, thread context (OTEP 4947; open-
     it('inspects customlabels.node too (every loader runs on every file) and finds otel_thread_ctx_v1 through its TLSDESC relocation, in static TLS', function () {
       const { claimed } = step(steps(), 'basic').results.otelThreadContext;
       assert.equal(claimed.length, 1);
-      assert.equal(fs.realpathSync(claimed[0].file), ADDON);
+      assert.equal(fs.realpathSync(claimed[0].file), addon());
       assert.equal(claimed[0].access, 'tlsdesc');
       assert.equal(claimed[0].proc.static, true, 'the descriptor holds an offset, not a tls_index pointer');
     });

@@ -15,13 +15,14 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { forEachPath, step, firstWins, lastWins, harness } = require('./support/paths');
 
-const ADDON = fs.realpathSync(path.join(harness.ROOT, 'build', 'Release', 'customlabels.node'));
+// The addon the package loaded (a build from source here).
+const addon = () => fs.realpathSync(path.join(harness.ROOT, 'build', 'Release', 'customlabels.node'));
 const THREADS = ['main', 'worker1', 'worker2'];
 
 // The R_*_TLSDESC relocation of the variable as readelf lists it: a second
 // opinion on the reader's ELF walk.
 function readelfTlsdesc() {
-  const r = spawnSync('readelf', ['-rW', ADDON], { encoding: 'utf8' });
+  const r = spawnSync('readelf', ['-rW', addon()], { encoding: 'utf8' });
   if (r.status !== 0) return null;
   const m = /^([0-9a-f]+)\s+[0-9a-f]+\s+R_(?:X86_64|AARCH64)_TLSDESC\s+[0-9a-f]+\s+custom_labels_current_set\b/m.exec(r.stdout);
   return m ? BigInt(`0x${m[1]}`) : null;
@@ -36,7 +37,7 @@ describe('readers: Parca Agent (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e, 
     it('claims customlabels.node alone, by custom_labels_abi_version and the TLSDESC relocation of custom_labels_current_set', function () {
       const { claimed } = parca('basic');
       assert.equal(claimed.length, 1, `files claimed: ${claimed.map((c) => c.file).join(', ')}`);
-      assert.equal(fs.realpathSync(claimed[0].file), ADDON);
+      assert.equal(fs.realpathSync(claimed[0].file), addon());
       assert.match(claimed[0].file, /.*\/customlabels\.node/, 'the file name Parca matches for a Node.js addon');
       const got = readelfTlsdesc();
       if (got !== null) assert.equal(BigInt(claimed[0].gotAddr), got, 'the descriptor is the one readelf lists');
