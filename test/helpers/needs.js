@@ -44,6 +44,7 @@ const TOOLS = {
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
+  mkfifo: { group: 'coreutils', packages: ['coreutils'] },
 };
 
 // group -> { packages, reason, tests }, in the order first met.

@@ -113,20 +113,20 @@ function build() {
   if (built) return built;
   built = { tpAddon: null, probe: null, why: {} };
   if (!SUPPORTED) {
-    built.why.all = 'the readers read Linux x86-64 and aarch64 processes';
+    built.why.all = { reason: 'the readers read Linux x86-64 and aarch64 processes' };
     return built;
   }
   if (!hasTool(cc)) {
-    built.why.all = `no C compiler ${cc} for the thread-pointer addon (Debian: build-essential${emulated ? ', gcc-aarch64-linux-gnu' : ''})`;
+    built.why.all = { tool: cc }; // the thread-pointer addon is compiled here
     return built;
   }
   built.tpAddon = path.join(tmp, 'tp.node');
   execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC', `-I${nodeInclude()}`,
     '-o', built.tpAddon, path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
   if (emulated) {
-    built.why.outside = 'qemu-user implements neither ptrace nor process_vm_readv, which reading from outside the process needs';
+    built.why.outside = { feature: 'under emulation', reason: 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which reading from outside the process needs' };
   } else if (!hasTool('mkfifo')) {
-    built.why.outside = 'no mkfifo (Debian: coreutils)';
+    built.why.outside = { tool: 'mkfifo' };
   } else {
     built.probe = path.join(tmp, 'ptrace_probe');
     execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-o', built.probe, path.join(__dirname, 'ptrace_probe.c')]);
@@ -231,7 +231,7 @@ async function doRun(kind) {
         mem.cont(target.pid);
       } catch (err) {
         if (err.errno !== 1 && err.errno !== 13) throw err;
-        why.outside = 'ptrace is not permitted here: run as root, or with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope to 0';
+        why.outside = { feature: 'ptrace', reason: 'ptrace is not permitted here: run as root, or with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope to 0' };
         await mem.close();
         mem = null;
       }

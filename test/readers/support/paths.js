@@ -6,11 +6,22 @@
 // cannot run here skips with the reason.
 
 const harness = require('./harness');
+const needs = require('../../helpers/needs');
 
 const PATHS = {
   outside: 'from outside the process (ptrace for the thread pointer, process_vm_readv)',
   inside: 'from inside the process (/proc/self/mem, thread pointer from the CPU; the path under qemu-user)',
 };
+
+// Why a path cannot run: a missing tool (which CUSTOMLABELS_TEST_STRICT=1
+// turns into a failure), something the machine cannot do, or a platform
+// the readers do not read.
+function skip(ctx, why) {
+  if (why.tool) needs.tool(ctx, why.tool);
+  else if (why.feature) needs.feature(ctx, why.feature, why.reason);
+  console.log(`      (skipped: ${why.reason})`);
+  ctx.skip();
+}
 
 function forEachPath(kind, body) {
   for (const [where, title] of Object.entries(PATHS)) {
@@ -18,11 +29,8 @@ function forEachPath(kind, body) {
       let steps = null;
       before(async function () {
         const run = await harness.run(kind);
-        const reason = run.skip ?? (where === 'outside' ? run.why.outside : null);
-        if (reason) {
-          console.log(`      (skipped: ${reason})`);
-          this.skip();
-        }
+        const why = run.skip ?? (where === 'outside' ? run.why.outside : null);
+        if (why) skip(this, why);
         steps = run.steps.map((s) => ({ ...s, ...s[where], where }));
       });
       body(() => steps, where);
