@@ -4,8 +4,8 @@
       "target_name": "customlabels",
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
-          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/process_ctx.c",
-                      "src/addon.c"],
+          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/parca.c",
+                      "src/process_ctx.c", "src/addon.c"],
           "libraries": ["-ldl", "-lpthread"],
           "defines": ["NAPI_VERSION=8"],
           "cflags": ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden",

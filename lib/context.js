@@ -6,15 +6,16 @@
 // mirrors what the thread's slot holds.  Hooks at every async boundary
 // compare the two by identity and write the slot only when they differ, so
 // an async hop whose set did not change costs a comparison and no native
-// call; one whose set changed costs one 8-byte store (two once the
-// OpenTelemetry thread context is on: the set's record goes to
-// otel_thread_ctx_v1), and, if the set's chunk of the arena was reused since
-// it was written (lib/arena.js), writing the set again first.
+// call; one whose set changed costs one 8-byte store (one more on aarch64,
+// for Parca Agent, and one more once the OpenTelemetry thread context is
+// on: the set's record goes to otel_thread_ctx_v1), and, if the set's chunk
+// of the arena was reused since it was written (lib/arena.js), writing the
+// set again first.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const { usesAsyncContextFrame, canSkipPromises } = require('./mechanism');
 const v8 = require('node:v8');
-const { slot, otelSlot, otelEnabled } = require('./native');
+const { slot, copy, otelSlot, otelEnabled } = require('./native');
 const { threadContext, turnOn } = require('./record');
 const { EMPTY } = require('./labelset');
 const { setPinned } = require('./arena');
@@ -34,13 +35,21 @@ let depth = 0;
 // The arena never reuses the chunk of the published set.
 setPinned(() => (installed === undefined ? -1 : installed.fill.chunk));
 
+// Publishing an address: one aligned 8-byte store into the slot, chosen
+// once.  On aarch64, where Parca Agent reads a copy beside the slot
+// (lib/native.js), the copy is written first: a reader that interrupts the
+// hop finds the new address in the copy whenever it finds it in the slot.
+const publish = copy === null
+  ? (word) => { slot[0] = word; }
+  : (word) => { copy[0] = word; slot[0] = word; };
+
 function install(set) {
   // Another thread enabled the thread context: from this hop on, this one
   // publishes records too (every set is written again, record and all).
   if (!threadContext.on && otelEnabled[0] !== 0) turnOn();
   if (set === undefined) {
     installed = undefined;
-    slot[0] = 0n;
+    publish(0n);
     if (threadContext.on) otelSlot[0] = 0n;
     return;
   }
@@ -52,7 +61,7 @@ function install(set) {
   // nothing and does no arithmetic, in every tier of V8.  The two stores
   // need no order between them: each pointer is read on its own, and both
   // point at bytes that were written before either store.
-  slot[0] = set.word;
+  publish(set.word);
   if (threadContext.on) otelSlot[0] = set.record;
 }
 

@@ -90,10 +90,27 @@ if (binding) checkPeers(binding, file);
 // ordinary memory.
 const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
+// Parca Agent reads the pointer elsewhere on aarch64 (src/parca.c): there,
+// `copy` is an 8-byte BigUint64Array over the place it reads, in this
+// module's TLS block, that lib/context.js keeps equal to the slot; null
+// where Parca Agent reads the slot itself (x86-64).  Where the place is not
+// ours to write, the main thread says so once: every thread gets the same
+// answer, from the same executable and module.
+const parca = binding ? binding.parcaCopy() : { buffer: null, reason: null };
+const copy = parca.buffer === null ? null : new BigUint64Array(parca.buffer);
+if (parca.reason !== null && require('node:worker_threads').isMainThread) {
+  process.emitWarning(
+    `Parca Agent will read no labels from this process: on arm64 it reads custom_labels_current_set ` +
+    `at the executable's TLS block plus the variable's TLS offset, not at the thread pointer plus that offset, ` +
+    `and customlabels cannot keep a copy of the pointer there, because ${parca.reason}. ` +
+    'Other profilers are not affected.',
+    { code: 'CUSTOMLABELS_PARCA_ARM64' });
+}
+
 // The same for OTEP 4947's otel_thread_ctx_v1 (lib/record.js), and the
 // process-wide word that says whether the thread context is on: non-zero
 // once any thread of the process enabled it.
 const otelSlot = new BigUint64Array(binding ? binding.otelSlot() : new ArrayBuffer(8));
 const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayBuffer(4));
 
-module.exports = { binding, file: file ?? null, reason, slot, otelSlot, otelEnabled, LAYOUT };
+module.exports = { binding, file: file ?? null, reason, slot, copy, otelSlot, otelEnabled, LAYOUT };

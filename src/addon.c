@@ -32,6 +32,11 @@ typedef struct {
    * that the memory outlives every pointer the thread may publish into it. */
   napi_ref adopted;
   uint32_t request[CL_REQUEST_WORDS];
+  /* Where Parca Agent reads this thread's pointer, when that is not the
+   * slot (src/parca.c), or NULL; cleared with the slot at teardown. */
+  custom_labels_labelset_t **copy;
+  long copy_delta;
+  char copy_why[200];
 } addon_state_t;
 
 /* Throws for a failed Node-API call unless an exception is already pending. */
@@ -73,6 +78,35 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
   /* The slot lives as long as the thread, which outlives its environment. */
   CALL(env, napi_create_external_arraybuffer(env, cl_slot(), sizeof(void *),
                                              NULL, NULL, &result));
+  return result;
+}
+
+/*
+ * parcaCopy(): { buffer, delta, reason } for Parca Agent's place
+ * (src/parca.c): buffer, an 8-byte ArrayBuffer over the copy, or null where
+ * none is kept; delta, its distance from the slot (0 where Parca Agent
+ * reads the slot, -1 where it could not be told); reason, null where
+ * Parca Agent is served, else why not.
+ */
+static napi_value parca_copy_buffer(napi_env env, napi_callback_info info) {
+  (void)info;
+  addon_state_t *state = state_of(env);
+  napi_value result, buffer, reason;
+  if (state->copy != NULL) {
+    /* Like slot(): the copy lives in the thread's TLS block. */
+    CALL(env, napi_create_external_arraybuffer(env, state->copy, sizeof(void *), NULL, NULL, &buffer));
+  } else {
+    CALL(env, napi_get_null(env, &buffer));
+  }
+  if (state->copy_why[0] != '\0') {
+    CALL(env, napi_create_string_utf8(env, state->copy_why, NAPI_AUTO_LENGTH, &reason));
+  } else {
+    CALL(env, napi_get_null(env, &reason));
+  }
+  CALL(env, napi_create_object(env, &result));
+  CALL(env, napi_set_named_property(env, result, "buffer", buffer));
+  CALL(env, napi_set_named_property(env, result, "delta", number(env, (double)state->copy_delta)));
+  CALL(env, napi_set_named_property(env, result, "reason", reason));
   return result;
 }
 
@@ -493,7 +527,7 @@ static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
   /* The pointer is cleared before adopted memory may be freed with its buffer. */
-  cl_arena_destroy(&state->arena);
+  cl_arena_destroy(&state->arena, state->copy);
   if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
@@ -542,6 +576,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   state->adopted = NULL;
   /* Nothing to write until lib/encode.js fills it in. */
   for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
+  /* Module initialisation runs on the environment's own thread. */
+  state->copy = cl_parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
     free(state);
     throw_status(env, "napi_set_instance_data");
@@ -554,6 +590,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
       {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"parcaCopy", NULL, parca_copy_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnabled", NULL, otel_enabled_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},

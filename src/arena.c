@@ -70,11 +70,18 @@ cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base) {
   return CL_OK;
 }
 
-void cl_arena_destroy(cl_arena_t *arena) {
+static bool inside(const cl_arena_t *arena, const void *pointer) {
+  const unsigned char *p = pointer;
+  return p != NULL && p >= arena->base && p < arena->base + CL_ARENA_BYTES;
+}
+
+void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy) {
   if (arena->base == NULL) return;
-  /* The thread's pointer goes first, so it never points at freed memory. */
-  const unsigned char *p = (const unsigned char *)cl_published();
-  if (p != NULL && p >= arena->base && p < arena->base + CL_ARENA_BYTES) cl_publish(NULL);
+  /* The thread's pointers go first, so they never point at freed memory:
+   * the copy before the slot, as lib/context.js writes them. */
+  if (copy != NULL && inside(arena, __atomic_load_n(copy, __ATOMIC_RELAXED)))
+    __atomic_store_n(copy, NULL, __ATOMIC_RELEASE);
+  if (inside(arena, cl_published())) cl_publish(NULL);
   if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
   arena->owned = false;

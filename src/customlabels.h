@@ -42,6 +42,31 @@ custom_labels_labelset_t *cl_published(void);
 custom_labels_labelset_t **cl_slot(void);
 
 /*
+ * The module's TLS block, laid out in src/abi.c: otel_thread_ctx_v1 at 0,
+ * custom_labels_current_set at CL_TLS_SLOT, and on aarch64 room from
+ * CL_TLS_COPY_FIRST to the end for the second copy of the pointer that
+ * Parca Agent reads (src/parca.c).  Small enough for glibc's static TLS.
+ */
+#define CL_TLS_SLOT 8
+#define CL_TLS_COPY_FIRST 16
+#if defined(__aarch64__)
+#define CL_TLS_BLOCK_BYTES 48
+#else
+#define CL_TLS_BLOCK_BYTES 16
+#endif
+
+/*
+ * Where Parca Agent reads the calling thread's pointer when that is not the
+ * slot itself: on aarch64, a place in this module's TLS block that the
+ * writer keeps equal to the slot, written before it.  NULL where no copy is
+ * kept: with `why` set to "" where none is needed (x86-64), else to why
+ * Parca Agent cannot be served (one sentence, no period).  `delta` gets the
+ * distance from the slot to Parca Agent's place (0 where it is the slot,
+ * -1 where it could not be told).  Called on the thread it answers for.
+ */
+custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size);
+
+/*
  * Other loaded objects that define custom_labels_current_set (other copies
  * of this addon, src/peers.c): calls `emit` with each one's path and whether
  * its variable is the one this module publishes through (`shared`).
@@ -95,9 +120,10 @@ cl_status_t cl_arena_map(cl_arena_t *arena);
 /* Makes `base`, CL_ARENA_BYTES that the caller keeps alive and unmoved until
  * cl_arena_destroy(), the arena's memory; CL_EBUSY if it has memory already. */
 cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base);
-/* Clears the thread's pointer if it points into the arena, then unmaps the
+/* Clears the thread's pointer, and its copy `copy` (cl_parca_copy, or
+ * NULL), where they point into the arena, the copy first, then unmaps the
  * arena's own mapping (adopted memory is left to its owner). */
-void cl_arena_destroy(cl_arena_t *arena);
+void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy);
 const char *cl_strerror(cl_status_t status);
 
 /*
