@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 
 #include "customlabels.h"
+#include "otel.h"
 
 _Static_assert((CL_ARENA_BYTES & (CL_ARENA_BYTES - 1)) == 0,
                "the arena's size is a power of two, so aligning to it keeps it within 4 GiB");
@@ -82,6 +83,11 @@ void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy) {
   if (copy != NULL && inside(arena, __atomic_load_n(copy, __ATOMIC_RELAXED)))
     __atomic_store_n(copy, NULL, __ATOMIC_RELEASE);
   if (inside(arena, cl_published())) cl_publish(NULL);
+  /* The thread-context record of a set lives in the set's block, so
+   * otel_thread_ctx_v1 may point into the arena too. */
+  void **record = cl_otel_slot();
+  if (inside(arena, __atomic_load_n(record, __ATOMIC_RELAXED)))
+    __atomic_store_n(record, NULL, __ATOMIC_RELEASE);
   if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
   arena->owned = false;

@@ -120,9 +120,10 @@ cl_status_t cl_arena_map(cl_arena_t *arena);
 /* Makes `base`, CL_ARENA_BYTES that the caller keeps alive and unmoved until
  * cl_arena_destroy(), the arena's memory; CL_EBUSY if it has memory already. */
 cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base);
-/* Clears the thread's pointer, and its copy `copy` (cl_parca_copy, or
- * NULL), where they point into the arena, the copy first, then unmaps the
- * arena's own mapping (adopted memory is left to its owner). */
+/* Clears the thread's pointer, its copy `copy` (cl_parca_copy, or NULL)
+ * and its otel_thread_ctx_v1 where they point into the arena, the copy
+ * before the slot, then unmaps the arena's own mapping (adopted memory is
+ * left to its owner). */
 void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy);
 const char *cl_strerror(cl_status_t status);
 

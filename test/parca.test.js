@@ -20,6 +20,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { spawnSync } = require('node:child_process');
 const { Worker } = require('node:worker_threads');
 const native = require('../lib/native');
 const { buildThreadPointerAddon, descriptor } = require('./helpers/descriptor');
@@ -190,5 +191,24 @@ describe("Parca Agent's address holds the published pointer (no ptrace)", functi
     }
     assert.equal(slot, 0n, `the ended worker's slot holds ${hex(slot)}`);
     assert.equal(parca, 0n, `the ended worker's Parca Agent address holds ${hex(parca)}`);
+  });
+
+  it('NULL in the slot and in otel_thread_ctx_v1 after a worker ends with the thread context on', function () {
+    // The record lives in the set's block of the arena, so the teardown
+    // that frees the arena clears otel_thread_ctx_v1 as well as the slot.
+    // In a process of its own: the thread context, once on, is on for
+    // every thread.
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'helpers', 'teardown-child.js'), tpAddon, ROOT],
+      { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 0, r.stderr);
+    const seen = JSON.parse(r.stdout);
+    assert.notEqual(seen.published.slot, '0x0', 'the worker published a set');
+    assert.notEqual(seen.published.record, '0x0', 'the worker published its record');
+    if (seen.slot === null || seen.record === null) {
+      console.log('      (skipped: the ended worker\'s TLS is no longer mapped, glibc gave its stack back)');
+      this.skip();
+    }
+    assert.equal(seen.slot, '0x0', 'the ended worker\'s slot');
+    assert.equal(seen.record, '0x0', 'the ended worker\'s otel_thread_ctx_v1');
   });
 });

@@ -43,14 +43,14 @@ function peek(address, length) {
 
 const word = (address) => peek(address, 8).readBigUInt64LE(0);
 
-// { resolver, arg } of `file`'s descriptor for custom_labels_current_set.
-function descriptor(file) {
+// { resolver, arg } of `file`'s descriptor for `symbol`.
+function descriptor(file, symbol = 'custom_labels_current_set') {
   const r = spawnSync('readelf', ['-W', '-r', file], { encoding: 'utf8' });
   assert.equal(r.status, 0, `readelf -r ${file} failed: ${r.error ?? r.stderr}`);
   const relocs = r.stdout.split('\n')
     .map((line) => /^([0-9a-f]{8,})\s+[0-9a-f]{8,}\s+(R_\w+_TLSDESC)\s+[0-9a-f]+\s+(\S+)/.exec(line))
-    .filter((m) => m && m[3].split('@')[0] === 'custom_labels_current_set');
-  assert.equal(relocs.length, 1, 'one TLSDESC relocation for custom_labels_current_set');
+    .filter((m) => m && m[3].split('@')[0] === symbol);
+  assert.equal(relocs.length, 1, `one TLSDESC relocation for ${symbol}`);
   const maps = fs.readFileSync('/proc/self/maps', 'utf8').split('\n');
   const first = maps.map((line) => /^([0-9a-f]+)-[0-9a-f]+ \S{4} 0+ \S+ \d+\s+(.*)$/.exec(line))
     .find((m) => m && m[2] === file);
