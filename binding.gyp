@@ -6,7 +6,8 @@
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/process_ctx.c",
                       "src/addon.c"],
-          "libraries": ["-ldl", "-lpthread"],
+          "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
+                        "-Wl,--pop-state"],
           "defines": ["NAPI_VERSION=8"],
           "cflags": ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden",
                      "-ftls-model=global-dynamic"],
@@ -29,7 +30,7 @@
                       "src/dump/tlsmath.c", "src/dump/ptrace.c", "src/dump/mem.c",
                       "src/dump/proc.c", "src/dump/labels.c", "src/dump/out.c",
                       "src/dump/sample.c", "src/dump/privilege.c", "src/dump/proto.c",
-                      "src/dump/otel.c"],
+                      "src/dump/otel.c", "src/dump/glibc_compat.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
                      "-fPIE"],
