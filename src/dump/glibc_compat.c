@@ -17,22 +17,27 @@
  * and later call an init that is given instead of running the constructors
  * themselves (the same csu/libc-start.c), so they run once on either.
  *
- * stat64 and fstat64@GLIBC_2.33.  Before 2.33 these were wrappers in
- * libc_nonshared.a, linked into each program, around __xstat64 and
- * __fxstat64, which libc.so.6 still exports under their first version
- * (readelf --dyn-syms /lib/x86_64-linux-gnu/libc.so.6 on glibc 2.36:
- * __xstat64@@GLIBC_2.2.5; aarch64: @@GLIBC_2.17).  This file defines
- * them the same way again.  The version argument is 0, _STAT_VER_KERNEL
- * on both architectures: the struct is the kernel's, which both accept
- * (bminor/glibc 04277e02d7f54d3582bebcf8386b317018cd5e1d,
- * sysdeps/unix/sysv/linux/wordsize-64/xstat.c and fxstat.c for x86-64,
- * sysdeps/unix/sysv/linux/generic/xstat.c for aarch64).
+ * stat64 and fstat64@GLIBC_2.33.  Before 2.33 these were wrappers, linked
+ * into each program from libc_nonshared.a, around __xstat64 and
+ * __fxstat64, which on 64-bit Linux make the system call straight into the
+ * caller's struct: on x86-64 and aarch64 glibc's struct stat64 is the
+ * kernel's struct stat (bminor/glibc 04277e02d7f54d3582bebcf8386b317018cd5e1d,
+ * sysdeps/unix/sysv/linux/wordsize-64/xstat.c and fxstat.c, used by x86-64;
+ * sysdeps/unix/sysv/linux/generic/xstat.c, used by aarch64, which calls
+ * newfstatat).  This file defines them as those same system calls.  Not
+ * through __xstat64@GLIBC_2.2.5: AddressSanitizer's runtime defines an
+ * unversioned __xstat64, and ld 2.40 writes a corrupt dynamic symbol for a
+ * versioned reference that a shared library defines unversioned
+ * (.ci/sanitize builds the reader with it).
  *
  * test/glibc.test.js checks the highest version the built file asks for.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
 
@@ -47,14 +52,10 @@
 typedef int (*cl_main_fn)(int, char **, char **);
 typedef void (*cl_init_fn)(int, char **, char **);
 
-/* libc's functions, under names of this file's, bound to the old versions. */
+/* libc's, under a name of this file's, bound to the old version. */
 int cl_libc_start_main(cl_main_fn main, int argc, char **argv, cl_init_fn init, void (*fini)(void),
                        void (*rtld_fini)(void), void *stack_end);
-int cl_xstat64(int version, const char *path, struct stat64 *buf);
-int cl_fxstat64(int version, int fd, struct stat64 *buf);
 __asm__(".symver cl_libc_start_main,__libc_start_main@" CL_GLIBC_BASE);
-__asm__(".symver cl_xstat64,__xstat64@" CL_GLIBC_BASE);
-__asm__(".symver cl_fxstat64,__fxstat64@" CL_GLIBC_BASE);
 
 /* Provided by the linker (the .init_array bounds) and by crti.o (_init). */
 extern CL_HIDDEN cl_init_fn __init_array_start[];
@@ -74,11 +75,11 @@ CL_HIDDEN int __libc_start_main(cl_main_fn main, int argc, char **argv, void (*i
 }
 
 CL_HIDDEN int stat64(const char *restrict path, struct stat64 *restrict buf) {
-  return cl_xstat64(0, path, buf);
+  return (int)syscall(SYS_newfstatat, AT_FDCWD, path, buf, 0);
 }
 
 CL_HIDDEN int fstat64(int fd, struct stat64 *buf) {
-  return cl_fxstat64(0, fd, buf);
+  return (int)syscall(SYS_fstat, fd, buf);
 }
 
 #endif
