@@ -6,7 +6,8 @@
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/parca.c",
                       "src/process_ctx.c", "src/addon.c"],
-          "libraries": ["-ldl", "-lpthread"],
+          "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
+                        "-Wl,--pop-state"],
           "defines": ["NAPI_VERSION=8"],
           "cflags": ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden",
                      "-ftls-model=global-dynamic"],
@@ -29,7 +30,7 @@
                       "dump/tlsmath.c", "dump/ptrace.c", "dump/mem.c",
                       "dump/proc.c", "dump/labels.c", "dump/out.c",
                       "dump/sample.c", "dump/privilege.c", "dump/proto.c",
-                      "dump/otel.c", "dump/thread.c"],
+                      "dump/otel.c", "dump/thread.c", "dump/glibc_compat.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
                      "-fPIE"],

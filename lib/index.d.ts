@@ -48,7 +48,7 @@ export interface ThreadContextOptions {
  */
 export function enableThreadContext(options?: ThreadContextOptions): boolean;
 
-/** True where the Custom Label ABI is exported (Linux on x86-64 or aarch64). */
+/** True where the Custom Label ABI is exported: Linux with glibc on x86-64 or aarch64, with the addon loaded (where it did not load, a CUSTOMLABELS_NO_ADDON warning says how to build it). */
 export const supported: boolean;
 
 /** Why `supported` is false; null when it is true. */

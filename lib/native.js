@@ -9,6 +9,7 @@ const path = require('node:path');
 const { conflict } = require('./owner');
 const { unsupportedReason } = require('./platform');
 const { LIMITS } = require('./limits');
+const { warnNoAddon } = require('./noaddon');
 
 // What the addon must agree on with lib/: the ABI's layout, and the most
 // labels a set holds (src/addon.c writeAscii takes twice that many strings).
@@ -55,6 +56,13 @@ function checkPeers(binding, file) {
   }
 }
 
+// Where the platform could publish but this addon cannot: said once per
+// process (lib/noaddon.js), since nothing else would show it.
+function noAddon(reason) {
+  warnNoAddon(reason);
+  return { binding: null, reason };
+}
+
 function load() {
   // A copy that may not share this thread's labels must not write the
   // variable the first copy publishes through (lib/owner.js).
@@ -67,11 +75,11 @@ function load() {
     file = addonPath();
     binding = dlopen(file);
   } catch (err) {
-    return { binding: null, reason: `the native addon did not load: ${err.message}` };
+    return noAddon(`the native addon did not load: ${err.message}`);
   }
   for (const [name, value] of Object.entries(LAYOUT)) {
     if (binding.layout[name] !== value) {
-      return { binding: null, reason: `unexpected ABI layout: ${name} is ${binding.layout[name]}, not ${value}` };
+      return noAddon(`unexpected ABI layout: ${name} is ${binding.layout[name]}, not ${value}`);
     }
   }
   return { binding, file, reason: null };

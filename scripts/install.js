@@ -6,7 +6,9 @@
 //   - Elsewhere node-gyp-build decides: it loads the prebuilt addon for this
 //     platform (prebuilds/, shipped in the npm package) to check that it
 //     works, and builds from source with node-gyp only when none does (a git
-//     checkout, or a glibc older than the prebuilt addon needs).
+//     checkout, or a glibc older than the 2.28 the prebuilt files need).
+//   - npm 11 may not run this script at all (package.json allowScripts):
+//     where no prebuilt addon fits then, lib/noaddon.js says how to run it.
 
 const { unsupportedReason } = require('../lib/platform');
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "customlabels.h"
+#include "glibc_compat.h"
 
 typedef struct {
   cl_peer_cb emit;

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "glibc_compat.h"
 #include "otel.h"
 
 #ifndef PR_SET_VMA

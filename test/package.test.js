@@ -13,6 +13,7 @@ const { pack, npm } = require('./helpers/pack');
 const { supported } = require('..');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
+const { OLDEST, compareVersions, newestGlibc } = require('./helpers/glibc');
 
 const FAKE = path.join(__dirname, 'helpers/fake-platform.js');
 
@@ -89,6 +90,11 @@ describe('the packed tarball', function () {
       for (const symbol of ['custom_labels_current_set', 'otel_thread_ctx_v1']) {
         assert.match(relocs, new RegExp(`${arch === 'x64' ? 'R_X86_64_TLSDESC' : 'R_AARCH64_TLSDESC'}\\s+[0-9a-f]+\\s+${symbol}\\b`));
       }
+      // Both load on glibc 2.28 (test/glibc.test.js).
+      for (const file of ['customlabels.node', 'customlabels-dump']) {
+        const newest = newestGlibc(path.join(installed, 'prebuilds', `linux-${arch}`, file));
+        assert.ok(newest === null || compareVersions(newest, OLDEST) <= 0, `${arch}/${file} needs GLIBC_${newest}`);
+      }
     });
   }
 
@@ -160,6 +166,97 @@ describe('the packed tarball', function () {
     }
   });
 
+  describe('where npm did not run the install script and no prebuilt addon fits', () => {
+    // npm 11 lists the install scripts of dependencies that the project's
+    // package.json (allowScripts) does not approve, skips those it denies,
+    // refuses them with --strict-allow-scripts, and its docs announce that
+    // it will skip them by default.  Installed here with --ignore-scripts:
+    // a package whose script did not run.  With this platform's prebuilt
+    // files taken out of the tarball (as where none fits), nothing is built.
+    let app;
+    let copy;
+
+    // Loads the package in the main thread and in two workers and prints
+    // what each thread got.
+    const PROBE = `
+      const path = require('node:path');
+      const { Worker, isMainThread, parentPort } = require('node:worker_threads');
+      function load() {
+        const { withLabels, getLabels, supported } = require('customlabels');
+        const native = require(path.join(path.dirname(require.resolve('customlabels')), 'native.js'));
+        const read = () => native.binding?.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
+        return withLabels({ route: '/r' }, () => ({ supported, labels: getLabels(), published: read(), file: native.file }));
+      }
+      if (isMainThread) {
+        const main = load();
+        const workers = [];
+        for (let i = 0; i < 2; i++) {
+          new Worker(__filename).on('message', (m) => {
+            workers.push(m);
+            if (workers.length === 2) console.log(JSON.stringify({ main, workers }));
+          });
+        }
+      } else {
+        parentPort.postMessage(load());
+      }
+    `;
+
+    function run() {
+      const r = spawnSync(process.execPath, [path.join(app, 'probe.js')], { cwd: app, encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 0, r.stderr);
+      return { ...JSON.parse(r.stdout), warnings: r.stderr.split('\n').filter((l) => /\[CUSTOMLABELS_NO_ADDON\]/.test(l)) };
+    }
+
+    before(function () {
+      skipUnderEmulation(this, why.npm);
+      const unpacked = path.join(tmp, 'no-prebuild');
+      fs.mkdirSync(unpacked);
+      execFileSync('tar', ['-xzf', tarball, '-C', unpacked]);
+      fs.rmSync(path.join(unpacked, 'package', 'prebuilds', `linux-${process.arch}`), { recursive: true });
+      copy = path.join(tmp, 'customlabels-no-prebuild.tgz');
+      execFileSync('tar', ['-czf', copy, '-C', unpacked, 'package']);
+      app = path.join(tmp, 'app-unapproved');
+      fs.mkdirSync(app);
+      fs.writeFileSync(path.join(app, 'package.json'), '{"private": true}\n');
+      fs.writeFileSync(path.join(app, 'probe.js'), PROBE);
+      npm(['install', '--ignore-scripts', copy], { cwd: app });
+    });
+
+    it('says so once per process, with code CUSTOMLABELS_NO_ADDON, naming the fix; the API keeps working', () => {
+      const installed2 = path.join(app, 'node_modules', 'customlabels');
+      assert.equal(fs.existsSync(path.join(installed2, 'build')), false, 'something was built');
+      // npm itself lists the script as not yet approved.
+      assert.match(npm(['install-scripts', 'ls'], { cwd: app }), /customlabels@0\.1\.0 \(install: /);
+      const out = run();
+      assert.equal(out.warnings.length, 1, `warnings: ${out.warnings.join('\n')}`);
+      assert.match(out.warnings[0], /customlabels publishes no labels: the native addon did not load: No native build was found/);
+      assert.match(out.warnings[0], /Approve it with `npm install-scripts approve customlabels`, then run it with `npm rebuild customlabels`/);
+      assert.match(out.warnings[0], new RegExp(`cd ${installed2.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} && npx node-gyp rebuild`));
+      for (const seen of [out.main, ...out.workers]) {
+        assert.deepEqual(seen, { supported: false, labels: { route: '/r' }, published: null, file: null });
+      }
+    });
+
+    it('once approved (npm install-scripts approve), npm rebuild builds it from source, and it publishes', () => {
+      // Before the approval, npm's strict mode refuses the script.
+      const refused = spawnSync('npm', ['rebuild', 'customlabels', '--strict-allow-scripts', '--loglevel=error'],
+        { cwd: app, encoding: 'utf8', timeout: 60000 });
+      assert.notEqual(refused.status, 0, 'npm ran the unapproved script');
+      assert.match(refused.stderr, /ESTRICTALLOWSCRIPTS/);
+      npm(['install-scripts', 'approve', 'customlabels'], { cwd: app });
+      const policy = JSON.parse(fs.readFileSync(path.join(app, 'package.json'), 'utf8')).allowScripts;
+      assert.deepEqual(Object.values(policy), [true], JSON.stringify(policy));
+      npm(['rebuild', 'customlabels', '--strict-allow-scripts'], { cwd: app, timeout: 240000 });
+      const built = path.join(app, 'node_modules', 'customlabels', 'build', 'Release', 'customlabels.node');
+      assert.ok(fs.existsSync(built), 'nothing was built');
+      const out = run();
+      assert.deepEqual(out.warnings, []);
+      for (const seen of [out.main, ...out.workers]) {
+        assert.deepEqual(seen, { supported: true, labels: { route: '/r' }, published: [['route', '/r']], file: built });
+      }
+    });
+  });
+
   describe('where the ABI is not supported', () => {
     const cases = [
       { name: 'macOS', env: { CUSTOMLABELS_FAKE_PLATFORM: 'darwin' }, reason: /Linux on x86-64 or aarch64, not darwin\/x64|not darwin\/arm64/ },
@@ -184,7 +281,11 @@ describe('the packed tarball', function () {
           try { withLabels('nope', () => {}); } catch (e) { error = e.constructor.name + ': ' + e.message; }
           console.log(JSON.stringify({ supported, unsupportedReason, inner, error }));
         `;
-        const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env }));
+        const ran = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env });
+        assert.equal(ran.status, 0, ran.stderr);
+        // Nothing to build here, so nothing to warn about.
+        assert.doesNotMatch(ran.stderr, /CUSTOMLABELS_NO_ADDON/);
+        const out = JSON.parse(ran.stdout);
         assert.equal(out.supported, false);
         assert.match(out.unsupportedReason, c.reason);
         assert.deepEqual(out.inner, { route: '/x', user: '7' });
