@@ -2,7 +2,7 @@
  * The glibc the addon needs: 2.28 (RHEL 8 and its rebuilds; Debian 11 has
  * 2.31), not the glibc it was built on.
  *
- * glibc 2.34 moved dlopen, dlsym, dlclose, dlinfo (libdl) and pthread_once
+ * glibc 2.34 moved dladdr, dlopen, dlsym, dlclose, dlinfo (libdl) and pthread_once
  * (libpthread) into libc.so.6 and gave them a new symbol version,
  * GLIBC_2.34; a file linked against glibc 2.34 or later asks for that
  * version, which older glibc does not have, so it fails to load there.  The
@@ -29,12 +29,14 @@
 #if defined(__GLIBC__)
 #define CL_SYMVER(name, version) __asm__(".symver " #name "," #name "@" version)
 #if defined(__x86_64__)
+CL_SYMVER(dladdr, "GLIBC_2.2.5");
 CL_SYMVER(dlopen, "GLIBC_2.2.5");
 CL_SYMVER(dlsym, "GLIBC_2.2.5");
 CL_SYMVER(dlclose, "GLIBC_2.2.5");
 CL_SYMVER(dlinfo, "GLIBC_2.3.3");
 CL_SYMVER(pthread_once, "GLIBC_2.2.5");
 #elif defined(__aarch64__)
+CL_SYMVER(dladdr, "GLIBC_2.17");
 CL_SYMVER(dlopen, "GLIBC_2.17");
 CL_SYMVER(dlsym, "GLIBC_2.17");
 CL_SYMVER(dlclose, "GLIBC_2.17");

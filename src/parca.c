@@ -35,6 +35,7 @@
 #include <stdio.h>
 
 #include "customlabels.h"
+#include "glibc_compat.h"
 
 #if defined(__aarch64__)
 
