@@ -2,6 +2,11 @@
 // `npm pack` of this repository, made once per test run and shared by the
 // tests that install it (packing builds the prebuilt addons, which takes a
 // while).  The tarball is removed when the process exits.
+//
+// CUSTOMLABELS_TEST_TARBALL names a tarball packed already from this same
+// checkout: .ci/run packs once and runs the suite on every Node version
+// with it (one Node-API build serves them all), instead of packing, and
+// building both architectures' prebuilds, again in each run.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -18,6 +23,12 @@ function npm(args, options) {
 
 function pack() {
   if (tarball !== null) return tarball;
+  const given = process.env.CUSTOMLABELS_TEST_TARBALL;
+  if (given) {
+    if (!fs.existsSync(given)) throw new Error(`CUSTOMLABELS_TEST_TARBALL=${given}: no such file`);
+    tarball = given;
+    return tarball;
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-pack-'));
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   npm(['pack', '--pack-destination', dir, '--silent'], { cwd: ROOT });
