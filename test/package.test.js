@@ -166,6 +166,48 @@ describe('the packed tarball', function () {
     }
   });
 
+  describe('bundled with esbuild', () => {
+    // An application bundled the way its bundler does by default: the
+    // package's JavaScript inlined into the bundle, away from the addon.
+    // Marked external, the bundle requires it from node_modules instead.
+    let app;
+
+    function bundle(name, options) {
+      require('esbuild').buildSync({
+        entryPoints: [path.join(app, 'entry.js')], bundle: true, platform: 'node',
+        outfile: path.join(app, 'dist', name), logLevel: 'error', ...options,
+      });
+      const r = spawnSync(process.execPath, [path.join(app, 'dist', name)], { cwd: app, encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 0, r.stderr);
+      return { ...JSON.parse(r.stdout), warnings: r.stderr.split('\n').filter((l) => /\[CUSTOMLABELS_NO_ADDON\]/.test(l)) };
+    }
+
+    before(() => {
+      app = path.dirname(path.dirname(installed));
+      fs.writeFileSync(path.join(app, 'entry.js'), `
+        const { withLabels, supported, unsupportedReason } = require('customlabels');
+        console.log(JSON.stringify({ supported, unsupportedReason, labels: withLabels({ route: '/b' }, () => require('customlabels').getLabels()) }));
+      `);
+    });
+
+    it('inlined, it says that it was bundled and to mark it external, not to approve and rebuild', () => {
+      const out = bundle('inlined.js', {});
+      const file = path.join(app, 'dist', 'inlined.js');
+      assert.equal(out.supported, false);
+      assert.equal(out.unsupportedReason, `it was bundled into ${file}, and a bundle cannot carry its native addon`);
+      assert.deepEqual(out.labels, { route: '/b' });
+      assert.equal(out.warnings.length, 1, out.warnings.join('\n'));
+      assert.ok(out.warnings[0].includes(`customlabels publishes no labels: it was bundled into ${file}`), out.warnings[0]);
+      assert.match(out.warnings[0], /Mark customlabels as external in the bundler \(esbuild: --external:customlabels; webpack: externals/);
+      assert.doesNotMatch(out.warnings[0], /install-scripts|rebuild/);
+    });
+
+    it('marked external, it loads its addon from node_modules and publishes, with no warning', () => {
+      const out = bundle('external.js', { external: ['customlabels'] });
+      assert.deepEqual(out, { supported: true, unsupportedReason: null, labels: { route: '/b' }, warnings: [] });
+    });
+  });
+
   describe('where npm did not run the install script and no prebuilt addon fits', () => {
     // npm 11 lists the install scripts of dependencies that the project's
     // package.json (allowScripts) does not approve, skips those it denies,
