@@ -34,7 +34,7 @@ function serve(tarballs) {
     if (!found) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
     } else if (!dash) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(found.packument(url)));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(found.packument()));
     } else if (found.files.has(file)) {
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(found.files.get(file));
     } else {
@@ -73,17 +73,20 @@ function serve(tarballs) {
 
 // Starts the server in a child process; resolves once it listens.
 function start(tarballs) {
-  const child = spawn(process.execPath, [__filename, ...tarballs], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [__filename, ...tarballs], { stdio: ['pipe', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`the test registry exited (${code})`)));
     child.stdout.setEncoding('utf8').once('data', (line) => {
-      resolve({ url: line.trim(), close: () => child.kill() });
+      resolve({ url: line.trim(), close: () => { child.stdin.end(); child.kill(); } });
     });
   });
 }
 
+// The server ends when the tests' process does (its stdin closes), even if
+// they never call close().
 if (require.main === module) {
   serve(process.argv.slice(2)).then(({ url }) => process.stdout.write(`${url}\n`));
+  process.stdin.resume().on('end', () => process.exit(0));
 }
 
 module.exports = { start, manifestOf };
