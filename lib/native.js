@@ -9,7 +9,7 @@ const path = require('node:path');
 const { conflict } = require('./owner');
 const { unsupportedReason } = require('./platform');
 const { LIMITS } = require('./limits');
-const { warnNoAddon } = require('./noaddon');
+const { warnNoAddon, bundledInto } = require('./noaddon');
 
 // What the addon must agree on with lib/: the ABI's layout, and the most
 // labels a set holds (src/addon.c writeAscii takes twice that many strings).
@@ -75,7 +75,9 @@ function load() {
     file = addonPath();
     binding = dlopen(file);
   } catch (err) {
-    return noAddon(`the native addon did not load: ${err.message}`);
+    const bundle = bundledInto();
+    return noAddon(bundle === null ? `the native addon did not load: ${err.message}`
+      : `it was bundled into ${bundle}, and a bundle cannot carry its native addon`);
   }
   for (const [name, value] of Object.entries(LAYOUT)) {
     if (binding.layout[name] !== value) {

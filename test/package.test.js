@@ -9,7 +9,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
-const { pack, npm } = require('./helpers/pack');
+const { pack, npm, ROOT } = require('./helpers/pack');
+const { start } = require('./helpers/registry');
 const { supported } = require('..');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
@@ -166,6 +167,48 @@ describe('the packed tarball', function () {
     }
   });
 
+  describe('bundled with esbuild', () => {
+    // An application bundled the way its bundler does by default: the
+    // package's JavaScript inlined into the bundle, away from the addon.
+    // Marked external, the bundle requires it from node_modules instead.
+    let app;
+
+    function bundle(name, options) {
+      require('esbuild').buildSync({
+        entryPoints: [path.join(app, 'entry.js')], bundle: true, platform: 'node',
+        outfile: path.join(app, 'dist', name), logLevel: 'error', ...options,
+      });
+      const r = spawnSync(process.execPath, [path.join(app, 'dist', name)], { cwd: app, encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 0, r.stderr);
+      return { ...JSON.parse(r.stdout), warnings: r.stderr.split('\n').filter((l) => /\[CUSTOMLABELS_NO_ADDON\]/.test(l)) };
+    }
+
+    before(() => {
+      app = path.dirname(path.dirname(installed));
+      fs.writeFileSync(path.join(app, 'entry.js'), `
+        const { withLabels, supported, unsupportedReason } = require('customlabels');
+        console.log(JSON.stringify({ supported, unsupportedReason, labels: withLabels({ route: '/b' }, () => require('customlabels').getLabels()) }));
+      `);
+    });
+
+    it('inlined, it says that it was bundled and to mark it external, not to approve and rebuild', () => {
+      const out = bundle('inlined.js', {});
+      const file = path.join(app, 'dist', 'inlined.js');
+      assert.equal(out.supported, false);
+      assert.equal(out.unsupportedReason, `it was bundled into ${file}, and a bundle cannot carry its native addon`);
+      assert.deepEqual(out.labels, { route: '/b' });
+      assert.equal(out.warnings.length, 1, out.warnings.join('\n'));
+      assert.ok(out.warnings[0].includes(`customlabels publishes no labels: it was bundled into ${file}`), out.warnings[0]);
+      assert.match(out.warnings[0], /Mark customlabels as external in the bundler \(esbuild: --external:customlabels; webpack: externals/);
+      assert.doesNotMatch(out.warnings[0], /install-scripts|rebuild/);
+    });
+
+    it('marked external, it loads its addon from node_modules and publishes, with no warning', () => {
+      const out = bundle('external.js', { external: ['customlabels'] });
+      assert.deepEqual(out, { supported: true, unsupportedReason: null, labels: { route: '/b' }, warnings: [] });
+    });
+  });
+
   describe('where npm did not run the install script and no prebuilt addon fits', () => {
     // npm 11 lists the install scripts of dependencies that the project's
     // package.json (allowScripts) does not approve, skips those it denies,
@@ -254,6 +297,96 @@ describe('the packed tarball', function () {
       for (const seen of [out.main, ...out.workers]) {
         assert.deepEqual(seen, { supported: true, labels: { route: '/r' }, published: [['route', '/r']], file: built });
       }
+    });
+  });
+
+  describe('npm 11 allowScripts, installing from a registry', () => {
+    // npm matches a name in allowScripts ("customlabels": true) only against
+    // a registry dependency, so these install from a registry on 127.0.0.1
+    // (test/helpers/registry.js) that serves the tarball, without this
+    // platform's prebuilt files so that the script's work shows (it
+    // builds), and node-gyp-build, packed from this checkout's node_modules.
+    let registry;
+    let env;
+
+    function project(name) {
+      const dir = path.join(tmp, name);
+      fs.mkdirSync(dir);
+      fs.writeFileSync(path.join(dir, 'package.json'), '{"private": true}\n');
+      return dir;
+    }
+
+    function run(args, cwd) {
+      return spawnSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'],
+        { cwd, env, encoding: 'utf8', timeout: 240000 });
+    }
+
+    // What the installed package publishes, and from which file.
+    function publishes(cwd) {
+      const script = `
+        const { withLabels } = require('customlabels');
+        const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'native.js'));
+        console.log(JSON.stringify({ file: native.file, seen: withLabels({ r: '1' }, () => native.binding?.readPublished()?.length ?? null) }));
+      `;
+      return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd, encoding: 'utf8' }));
+    }
+
+    before(async function () {
+      skipUnderEmulation(this, why.npm);
+      const unpacked = path.join(tmp, 'registry-no-prebuild');
+      fs.mkdirSync(unpacked);
+      execFileSync('tar', ['-xzf', tarball, '-C', unpacked]);
+      fs.rmSync(path.join(unpacked, 'package', 'prebuilds', `linux-${process.arch}`), { recursive: true });
+      const served = path.join(tmp, 'registry-customlabels.tgz');
+      execFileSync('tar', ['-czf', served, '-C', unpacked, 'package']);
+      const dependency = path.join(tmp, 'registry-deps');
+      fs.mkdirSync(dependency);
+      npm(['pack', path.join(ROOT, 'node_modules', 'node-gyp-build'), '--ignore-scripts', '--pack-destination', dependency, '--silent'], { cwd: dependency });
+      const deps = fs.readdirSync(dependency).map((f) => path.join(dependency, f));
+      registry = await start([served, ...deps]);
+      env = { ...process.env, npm_config_registry: registry.url, npm_config_cache: path.join(tmp, 'registry-cache') };
+    });
+
+    after(() => registry?.close());
+
+    it('--strict-allow-scripts refuses an unapproved install before installing, and approving before installing matches nothing', () => {
+      const app = project('app-strict-first');
+      const refused = run(['install', '--strict-allow-scripts', 'customlabels'], app);
+      assert.notEqual(refused.status, 0, 'the strict install went through');
+      assert.match(refused.stderr, /ESTRICTALLOWSCRIPTS/);
+      assert.match(refused.stderr, /customlabels@0\.1\.0 \(install: node scripts\/install\.js\)/);
+      assert.equal(fs.existsSync(path.join(app, 'node_modules', 'customlabels')), false, 'installed anyway');
+      const approve = run(['install-scripts', 'approve', 'customlabels'], app);
+      assert.notEqual(approve.status, 0);
+      assert.match(approve.stderr, /No installed packages match: customlabels/);
+    });
+
+    it('approved in package.json first (npm pkg set), a strict install runs the script', () => {
+      const app = project('app-approve-first');
+      const set = run(['pkg', 'set', 'allowScripts.customlabels=true', '--json'], app);
+      assert.equal(set.status, 0, set.stderr);
+      const installed2 = run(['install', '--strict-allow-scripts', 'customlabels'], app);
+      assert.equal(installed2.status, 0, installed2.stderr);
+      const built = path.join(app, 'node_modules', 'customlabels', 'build', 'Release', 'customlabels.node');
+      assert.ok(fs.existsSync(built), 'the install script did not run');
+      assert.deepEqual(publishes(app), { file: built, seen: 1 });
+      // From then on, a strict install of the project passes too.
+      const again = run(['install', '--strict-allow-scripts'], app);
+      assert.equal(again.status, 0, again.stderr);
+    });
+
+    it('installed with --ignore-scripts, then approved, npm rebuild runs the script', () => {
+      const app = project('app-install-first');
+      const first = run(['install', '--ignore-scripts', 'customlabels'], app);
+      assert.equal(first.status, 0, first.stderr);
+      const approve = run(['install-scripts', 'approve', 'customlabels'], app);
+      assert.equal(approve.status, 0, approve.stderr);
+      const policy = JSON.parse(fs.readFileSync(path.join(app, 'package.json'), 'utf8')).allowScripts;
+      assert.deepEqual(Object.entries(policy).filter(([, v]) => v === true).map(([k]) => k.split('@')[0]), ['customlabels']);
+      const rebuilt = run(['rebuild', 'customlabels', '--strict-allow-scripts'], app);
+      assert.equal(rebuilt.status, 0, rebuilt.stderr);
+      const built = path.join(app, 'node_modules', 'customlabels', 'build', 'Release', 'customlabels.node');
+      assert.deepEqual(publishes(app), { file: built, seen: 1 });
     });
   });
 
