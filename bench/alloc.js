@@ -6,6 +6,7 @@
 // of AsyncLocalStorage.
 //
 //   node bench/alloc.js        (or .cache/node/24/.../node bench/alloc.js)
+//   node bench/alloc.js --help  this text
 //
 // The children's young generation is made large enough that no GC runs during a
 // measured batch (a batch with a GC in it would read negative); each variant
@@ -14,6 +15,7 @@
 
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { printUsage } = require('./cli');
 
 const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
 const CALLS = 20000;
@@ -43,7 +45,9 @@ function child(variant) {
   process.stdout.write(JSON.stringify({ variant, bytes, sink }) + '\n');
 }
 
-if (process.argv[2] === '--child') {
+if (process.argv[2] === '--help' || process.argv[2] === '-h') {
+  printUsage(__filename);
+} else if (process.argv[2] === '--child') {
   child(process.argv[3]);
 } else {
   const flags = ['--max-semi-space-size=256', '--min-semi-space-size=256'];

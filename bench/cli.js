@@ -41,14 +41,6 @@ function parseOptions(argv, file, o, options) {
   return o;
 }
 
-// The median of the finite values, NaN if there are none.
-function median(values) {
-  const s = values.filter(Number.isFinite).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
 // The first line a child prints on stdout, parsed as JSON (a server says
 // where it listens that way); rejects with the end of its stderr if it
 // exits first.  The child's stdout and stderr must be pipes.
@@ -77,30 +69,4 @@ function procCpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-// Times each of `batches` (name -> batch(n), which makes n calls) in turn,
-// round after round in this process, and returns each one's median ns per
-// call over the rounds after the first `warmup`.
-function alternate(batches, { rounds, warmup, calls }) {
-  const times = {};
-  for (let round = 0; round < rounds; round++) {
-    for (const [name, batch] of Object.entries(batches)) {
-      const t0 = process.hrtime.bigint();
-      batch(calls);
-      const ns = Number(process.hrtime.bigint() - t0) / calls;
-      if (round >= warmup) (times[name] ||= []).push(ns);
-    }
-  }
-  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
-}
-
-// The customlabels package a benchmark measures in its own process
-// (CUSTOMLABELS_ROOT, or this repository): lib(name) requires one of its
-// lib/ modules.  Throws unless its addon is built and loaded.
-function builtPackage() {
-  const root = process.env.CUSTOMLABELS_ROOT || ROOT;
-  const lib = (name) => require(path.join(root, 'lib', name));
-  if (lib('native').binding === null) throw new Error('the addon is not loaded: build it first (npm install)');
-  return { root, lib };
-}
-
-module.exports = { resolveNode, printUsage, parseOptions, median, alternate, builtPackage, firstJsonLine, procCpuSeconds };
+module.exports = { resolveNode, printUsage, parseOptions, firstJsonLine, procCpuSeconds };

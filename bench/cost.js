@@ -37,7 +37,8 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const { resolveNode, parseOptions, median, firstJsonLine } = require('./cli');
+const { resolveNode, parseOptions, firstJsonLine } = require('./cli');
+const { alternate, orderOf, median, paired } = require('./rounds');
 
 const CONNECTIONS = 50;
 const REQUEST = Buffer.from('GET /api/items/42 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 'latin1');
@@ -171,40 +172,14 @@ async function startServer(node, variant, o) {
 
 // ---------------------------------------------------------------------------
 
-// Two-sided sign test: the chance of a split at least as uneven as `above`
-// of `n` rounds if either variant were as likely to come out higher.
-function signTest(above, n) {
-  const k = Math.min(above, n - above);
-  let p = 0;
-  let c = 1; // n choose i
-  for (let i = 0; i <= k; i++) {
-    p += c;
-    c = (c * (n - i)) / (i + 1);
-  }
-  return Math.min(1, (2 * p) / 2 ** n);
-}
-
 function summarize(rounds, variants, load) {
-  const us = (v) => rounds.map((r) => r[v]?.[load]?.us).filter(Number.isFinite);
+  const us = (v) => rounds.map((r) => r[v]?.[load]?.us);
   const perVariant = Object.fromEntries(variants.map((v) => [v, {
     us: median(us(v)), rps: median(rounds.map((r) => r[v]?.[load]?.rps)),
     p99: median(rounds.map((r) => r[v]?.[load]?.p99)), late: rounds.reduce((s, r) => s + (r[v]?.[load]?.late || 0), 0),
   }]));
   // Paired: a - b within each round, and (a - b) / b.
-  const pair = (a, b) => {
-    const d = [];
-    const f = [];
-    for (const r of rounds) {
-      const x = r[a]?.[load]?.us;
-      const y = r[b]?.[load]?.us;
-      if (Number.isFinite(x) && Number.isFinite(y)) { d.push(x - y); f.push((x - y) / y); }
-    }
-    const above = d.filter((x) => x > 0).length;
-    const sorted = [...d].sort((x, y) => x - y);
-    const q = (k) => sorted[Math.round(k * (sorted.length - 1))];
-    return { a, b, n: d.length, median: median(d), min: Math.min(...d), max: Math.max(...d), q1: q(0.25), q3: q(0.75), fraction: median(f), above,
-      noise: signTest(above, d.length) > 0.05 };
-  };
+  const pair = (a, b) => ({ a, b, ...paired(us(a), us(b)) });
   const pairs = [];
   for (let i = 0; i < variants.length; i++) {
     for (let j = 0; j < i; j++) pairs.push(pair(variants[i], variants[j]));
@@ -292,22 +267,23 @@ async function main() {
   // Every server stays up; the load moves from one to the next.  A round
   // measures, for each Node (their order swapped each round) and each load,
   // one window of every variant back to back, the order rotated each round.
-  try {
-    for (let round = 0; round < o.rounds; round++) {
-      const nodes = round % 2 === 0 ? results : [...results].reverse();
-      for (const r of nodes) {
-        const k = round % o.variants.length;
-        const order = [...o.variants.slice(k), ...o.variants.slice(0, k)];
-        const got = { order };
-        for (const v of order) got[v] = {};
-        for (const load of ['rate', 'saturated']) {
-          for (const v of order) got[v][load] = await r.servers[v].window(load, o.duration, r.rate);
-        }
-        r.rounds.push(got);
-        console.error(`round ${round + 1}/${o.rounds} ${r.version}: ${order.map((v) => `${v} ${f1(got[v].rate.us)}/${f1(got[v].saturated.us)}`).join(', ')} (µs at rate/saturated)`);
-      }
-      if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, started, results }, (key, value) => (key === 'servers' ? undefined : value), 1));
+  const measureRound = async (i, round) => {
+    const r = results[i];
+    const order = orderOf(o.variants, round, 'rotate');
+    const got = { order };
+    for (const v of order) got[v] = {};
+    for (const load of ['rate', 'saturated']) {
+      for (const v of order) got[v][load] = await r.servers[v].window(load, o.duration, r.rate);
     }
+    console.error(`round ${round + 1}/${o.rounds} ${r.version}: ${order.map((v) => `${v} ${f1(got[v].rate.us)}/${f1(got[v].saturated.us)}`).join(', ')} (µs at rate/saturated)`);
+    return got;
+  };
+  const save = (round, got) => {
+    results.forEach((r, i) => { r.rounds = got[i]; });
+    if (o.json) fs.writeFileSync(o.json, JSON.stringify({ options: o, started, results }, (key, value) => (key === 'servers' ? undefined : value), 1));
+  };
+  try {
+    await alternate(o.rounds, results.map((r, i) => i), measureRound, { afterRound: save });
   } finally {
     for (const r of results) for (const v of o.variants) r.servers[v].stop();
   }
@@ -317,4 +293,4 @@ async function main() {
 
 if (require.main === module) main().catch((err) => { console.error(err.stack || err); process.exit(1); });
 
-module.exports = { summarize, report, signTest };
+module.exports = { summarize, report };

@@ -1,7 +1,9 @@
 'use strict';
-// The "floor" of each hook mechanism: the same hooks customlabels may use,
-// with empty bodies, so a benchmark can show what the mechanism alone costs
-// on this Node version next to what customlabels costs.
+// The floors: AsyncLocalStorage plus the hooks customlabels uses on this
+// Node, doing only what any publisher of labels at async hops must do, so a
+// benchmark can show what the mechanism alone costs next to what
+// customlabels costs.  `floor-read` is run.js's reading floor;
+// `floor-switch` is cost.js's "least hooks" (through http-server.js).
 
 const { createHook } = require('node:async_hooks');
 const { usesAsyncContextFrame, canSkipPromises } = require('../lib/mechanism');
@@ -23,23 +25,8 @@ function attach(before, after, what) {
   return `createHook({before,after}), ${what}`;
 }
 
-// Each enables its empty hooks and returns a description, or null where the
-// mechanism does not exist on this Node.
+// Each enables its hooks over `als` and returns a description.
 const floors = {
-  'floor-ah'() {
-    createHook({ before: noop, after: noop }).enable();
-    return 'createHook({before,after})';
-  },
-  'floor-ph'() {
-    v8.promiseHooks.onBefore(noop);
-    v8.promiseHooks.onAfter(noop);
-    return 'v8.promiseHooks onBefore/onAfter';
-  },
-  'floor-ahnp'() {
-    if (!canSkipPromises()) return null;
-    createHook({ before: noop, after: noop, trackPromises: false }).enable();
-    return 'createHook({before,after,trackPromises:false})';
-  },
   // The mechanism's hooks, each reading the current AsyncLocalStorage store
   // (the least a hook must learn: which context is about to run).
   'floor-read'(als) {
@@ -73,16 +60,6 @@ const floors = {
     };
     return attach(before, after, 'switching a pointer');
   },
-  // What lib/context.js picks on this Node.
-  'floor-mech'() {
-    if (usesAsyncContextFrame() && canSkipPromises()) {
-      floors['floor-ahnp']();
-      floors['floor-ph']();
-      return 'createHook({before,after,trackPromises:false}) + v8.promiseHooks';
-    }
-    floors['floor-ah']();
-    return 'createHook({before,after})';
-  },
 };
 
-module.exports = { floors, usesAsyncContextFrame, canSkipPromises };
+module.exports = { floors };

@@ -1,15 +1,15 @@
 'use strict';
 // The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
-// 3 labels), `labels-tc` (the same with enableThreadContext()), `baseline` (inside AsyncLocalStorage.run with the same label
-// object), `plain` (no AsyncLocalStorage at all), `floor-mech` (baseline + the empty hooks of the mechanism
-// customlabels uses on this Node), `floor-read` (baseline + those hooks,
-// `before` reading the store), `floor-switch` (floor-read, the hooks also
-// switching a pointer when the store changes) or `minimal` (floor-read, and each request's
-// set written by bench/minimal.js's writer).  THREADS = 0 (default) serves from the main thread; THREADS = k
-// starts k worker threads, each with its own server on its own port (no
-// port sharing, which Node 20 workers cannot do), and the load generator
-// loads every port.
+// 3 labels), `labels-tc` (the same with enableThreadContext()), `baseline`
+// (inside AsyncLocalStorage.run with the same label object), `plain` (no
+// AsyncLocalStorage at all), `floor-read` (baseline + the hooks customlabels
+// uses on this Node, `before` reading the store) or `floor-switch`
+// (floor-read, the hooks also switching a pointer when the store changes:
+// cost.js's "least hooks"; bench/floors.js).  THREADS = 0 (default) serves
+// from the main thread; THREADS = k starts k worker threads, each with its
+// own server on its own port (no port sharing, which Node 20 workers cannot
+// do), and the load generator loads every port.
 //
 // Prints one JSON line {"ports": [...]} when listening, and exits when its
 // stdin closes.  The handler: 3 labels from the request, then 3 awaits
@@ -33,18 +33,12 @@ function serve(variant) {
     // labels-tc: with the OpenTelemetry thread context on.
     if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
     runIn = customlabels.withLabels;
-  } else if (variant === 'baseline' || variant === 'floor-mech' || variant === 'floor-read' || variant === 'floor-switch') {
+  } else if (variant === 'baseline' || variant === 'floor-read' || variant === 'floor-switch') {
     const als = new AsyncLocalStorage();
     runIn = (labels, fn) => als.run(labels, fn);
-    // The baseline plus the hooks of the mechanism customlabels uses: empty,
-    // with `before` reading the store, or also switching a pointer.
+    // The baseline plus the hooks of the mechanism customlabels uses,
+    // `before` reading the store, or also switching a pointer.
     if (variant !== 'baseline') require('./floors').floors[variant](als);
-  } else if (variant === 'minimal') {
-    // floor-read, with each request's set written by bench/minimal.js and
-    // its address stored: a lower bound of writing sets in JavaScript.
-    const als = new AsyncLocalStorage();
-    runIn = require('./minimal').minimalRun(als, Object.keys(workload.requests()()));
-    require('./floors').floors['floor-read'](als);
   } else {
     throw new Error(`unknown variant ${variant}`);
   }

@@ -10,39 +10,12 @@
 //   baseline   the same work with `new AsyncLocalStorage()` and
 //              `als.run(sameLabelObject, fn)`, nothing of customlabels loaded
 //   labels     the same work with withLabels(sameLabelObject, fn)
+//   labels-tc  labels, with the OpenTelemetry thread context on
+//              (enableThreadContext)
 //   plain      the same work with neither (reference only)
-//   floor-ah   baseline + an empty createHook({ before, after })
-//   floor-ph   baseline + empty v8.promiseHooks.onBefore/onAfter
-//   floor-ahnp baseline + an empty createHook({ before, after, trackPromises: false })
-//   floor-mech baseline + the empty hooks of the mechanism lib/context.js
-//              picks on this Node (ah on 20/22, ahnp + ph with AsyncContextFrame)
-//   floor-read the same hooks, `before` reading the baseline's store
-//   floor-switch floor-read, the hooks also storing a pointer where the
-//              store changed and putting the previous one back in `after`
-//              (what any implementation does at such a hop; diagnostic)
-//   floor-check baseline + the input checks withLabels must make per call
-//   floor-all  floor-check and floor-read together
-//   floor-bytes floor-all, and what the design itself must do for a new set:
-//              copy the bytes of the value that is new on every call (the
-//              unique trace id) into memory a profiler can read, a
-//              character at a time, and store a pointer on entry and on
-//              exit.  Lower than any real implementation: no set object, no
-//              entries, and route and user taken as already written.
-//   floor-switch-bytes floor-bytes on floor-switch's hooks: the checks, the
-//              new value's bytes, and the pointer switched at every hop
-//              whose store changed: the least the design itself costs in
-//              the request case (the reading floor's hooks never switch)
-//   minimal    floor-all, with each labels object made into a set by the
-//              minimal writer of bench/minimal.js (a lower bound of writing
-//              the set's ABI bytes a character at a time in JavaScript; sync, request and
-//              request-header cases),
-//              that set as the store, and its address stored on entry and
-//              exit (diagnostic: run.js does not run it)
-//   part-derive / part-run: the two halves of withLabels, through lib/'s
-//              internal modules (diagnostic; may break when lib/ changes):
-//              sync*: derive() alone / context.run() with a prebuilt set;
-//              request-fixed (part-run only): context.run() with the 100
-//              sets prebuilt, i.e. the request without building label sets
+//   floor-read baseline + the hooks customlabels uses on this Node
+//              (bench/floors.js), `before` reading the store: the least any
+//              publisher of labels at async hops pays
 
 const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
@@ -72,7 +45,6 @@ const REQ_TRACES = Array.from({ length: 100 }, (_, i) => `trace-${String(i).padS
 const workload = require('./workload');
 const { ROUTES, USERS, TRACE_IDS } = workload;
 const realistic = workload.requests();
-const fromHeaders = workload.fromHeaders(workload.requests());
 let nextCall = 0;
 
 // ---------------------------------------------------------------------------
@@ -96,78 +68,12 @@ function setup() {
     runIn = (labels, fn) => fn();
     return;
   }
-  if (variant === 'part-derive' || variant === 'part-run') {
-    const { derive, EMPTY } = require(path.join(ROOT, 'lib/labelset'));
-    const context = require(path.join(ROOT, 'lib/context'));
-    // context.run takes the store that withLabels read (older copies read it
-    // themselves and have no store()).
-    if (caseName === 'request-fixed' && variant === 'part-run') {
-      // Sets built once up front: what is left is propagation (hooks, slot).
-      const sets = new Map(REQ_USERS.map((u, i) => [u, derive(EMPTY, { route: REQ_ROUTE, user: u, trace: REQ_TRACES[i] }, 'withLabels')]));
-      runIn = (labels, fn) => context.run(sets.get(labels.user), fn, context.store?.());
-      return;
-    }
-    if (!caseName.startsWith('sync')) throw new Error(`${variant} is for cases sync* and request only`);
-    if (variant === 'part-derive') {
-      runIn = (labels, fn) => { derive(EMPTY, labels, 'withLabels'); return fn(); };
-    } else {
-      const set = derive(EMPTY, LABELS, 'withLabels');
-      runIn = (labels, fn) => context.run(set, fn, context.store?.());
-    }
-    return;
-  }
   const als = new AsyncLocalStorage();
   runIn = (labels, fn) => als.run(labels, fn);
   if (variant === 'baseline') return;
-  if (variant === 'floor-check' || variant === 'floor-all' || variant === 'floor-bytes' || variant === 'floor-switch-bytes' || variant === 'minimal') {
-    // The input checks withLabels makes on every call, then als.run:
-    // what the API costs before any label work.
-    const { check, minimalRun } = require('./minimal');
-    runIn = (labels, fn) => {
-      check(labels, fn);
-      return als.run(labels, fn);
-    };
-    if (variant === 'floor-bytes' || variant === 'floor-switch-bytes') {
-      // The value's bytes, then als.run's own steps (as lib/context.js
-      // takes them) with the pointer stored inside its try/finally.
-      const memory = new Uint8Array(1 << 20);
-      const pointer = new BigUint64Array(1);
-      const address = 0x7f0000001000n; // made once: an address costs no allocation here
-      let at = 0;
-      runIn = (labels, fn) => {
-        check(labels, fn);
-        const s = labels.trace;
-        const n = s.length;
-        if (at + n > memory.length) at = 0;
-        for (let j = 0; j < n; j++) memory[at + j] = s.charCodeAt(j);
-        at += n;
-        const prior = als.getStore();
-        als.enterWith(labels);
-        pointer[0] = address;
-        try {
-          return fn();
-        } finally {
-          als.enterWith(prior);
-          pointer[0] = 0n;
-        }
-      };
-    }
-    if (variant === 'minimal') {
-      if (!['sync', 'request', 'request-header'].includes(caseName)) throw new Error('minimal is for the sync, request and request-header cases');
-      runIn = minimalRun(als, Object.keys(realistic()));
-    }
-    // floor-all, floor-bytes and minimal go on to add the reading hooks,
-    // floor-switch-bytes the switching ones.
-    if (variant === 'floor-check') return;
-  }
-  const hooks = { 'floor-all': 'floor-read', 'floor-bytes': 'floor-read', minimal: 'floor-read', 'floor-switch-bytes': 'floor-switch' };
-  const floor = floors[hooks[variant] || variant];
+  const floor = floors[variant];
   if (!floor) throw new Error(`unknown variant ${variant}`);
   mechanism = floor(als);
-  if (mechanism === null) {
-    console.log(JSON.stringify({ case: caseName, variant, unsupported: true, node: process.version }));
-    process.exit(0);
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -252,10 +158,6 @@ async function awaitLoop(n) {
   for (let i = 0; i < n; i++) await null;
 }
 
-async function immediateLoop(n) {
-  for (let i = 0; i < n; i++) await immediate();
-}
-
 // 5 awaits: a mix of await null, setImmediate and a resolved promise.
 async function handler() {
   await null;
@@ -305,15 +207,6 @@ const cases = {
     },
     ops: 1,
   },
-  // the same with a new user value every call (diagnostic: no reuse possible;
-  // the string is made in every variant)
-  'sync-new-values': {
-    unit: 'ns/call',
-    batch(n) {
-      for (let i = 0; i < n; i++) sink += runIn({ route: ROUTE, user: `u${i}`, trace: TRACE }, work);
-    },
-    ops: 1,
-  },
   // ns per `await null` inside a labeled context
   'await-in': {
     unit: 'ns/await',
@@ -331,23 +224,9 @@ const cases = {
     },
     ops: AWAITS_PER_UNIT,
   },
-  // ns per setImmediate hop inside a labeled context (callback path; diagnostic)
-  'immediate-in': {
-    unit: 'ns/hop',
-    batch(n) {
-      return runIn(LABELS, () => immediateLoop(n * 100));
-    },
-    ops: 100,
-  },
   // ns per request: 100 concurrent runIn(3 labels) around 5 awaits, each
   // request with its own labels (realistic: unique trace id)
   request: requests(realistic),
-  // the request case with each trace id read from a header made for that
-  // request (bench/workload.js fromHeaders), as a server reads it, so that
-  // the id's characters are new in memory, where the request case's ids
-  // were made long before (diagnostic: run.js does not run it; the header is
-  // made in every variant, so compare differences in ns, not only ratios)
-  'request-header': requests(fromHeaders),
   // the same with the same 100 label sets every batch
   'request-fixed': requests((i) => ({ route: REQ_ROUTE, user: REQ_USERS[i], trace: REQ_TRACES[i] })),
 };

@@ -37,7 +37,8 @@ const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { resolveNode, parseOptions, median, firstJsonLine, procCpuSeconds } = require('./cli');
+const { resolveNode, parseOptions, firstJsonLine, procCpuSeconds } = require('./cli');
+const { alternate, median } = require('./rounds');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -180,19 +181,6 @@ async function microRun(node, variant, kase) {
   return firstJsonLine(child(node, ['--micro', variant, kase]));
 }
 
-// Runs each variant once per round, the order flipping every round.
-async function alternate(rounds, variants, one, label) {
-  const got = Object.fromEntries(variants.map((v) => [v, []]));
-  for (let r = 0; r < rounds; r++) {
-    for (const v of r % 2 === 0 ? variants : [...variants].reverse()) {
-      if (process.stderr.isTTY) process.stderr.write(`\r  ${label}: round ${r + 1}/${rounds} ${v}          `);
-      got[v].push(await one(v));
-    }
-  }
-  if (process.stderr.isTTY) process.stderr.write(`\r${' '.repeat(60)}\r`);
-  return got;
-}
-
 const ratio = (a, b) => `${(a / b).toFixed(2)}x`;
 
 async function main() {
@@ -204,7 +192,7 @@ async function main() {
     console.log(`=== customlabels/otel: Node ${version} (${node}); ${o.rounds} rounds of alternating processes, medians; ${new Date().toISOString()}; load average ${load}`);
     if (o.only.includes('http')) {
       const variants = ['traced', 'labels', 'spans'];
-      const got = await alternate(o.rounds, variants, (v) => httpRun(node, v, o), `${version} http`);
+      const got = await alternate(o.rounds, variants, (v) => httpRun(node, v, o), { label: `${version} http` });
       const m = {};
       for (const v of variants) {
         m[v] = {};
@@ -233,7 +221,7 @@ async function main() {
         'with-root': 'context.with(ROOT_CONTEXT, fn) inside a span',
       };
       for (const [kase, title] of Object.entries(cases)) {
-        const got = await alternate(o.rounds, ['als', 'spans'], (v) => microRun(node, v, kase), `${version} ${kase}`);
+        const got = await alternate(o.rounds, ['als', 'spans'], (v) => microRun(node, v, kase), { label: `${version} ${kase}` });
         const a = median(got.als.map((x) => x.ns));
         const s = median(got.spans.map((x) => x.ns));
         console.log(`${title.padEnd(46)}${`${a.toFixed(0)} ns`.padStart(12)}${`${s.toFixed(0)} ns`.padStart(12)}${ratio(s, a).padStart(9)}`);

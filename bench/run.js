@@ -4,9 +4,9 @@
 // the same run, each measurement in a fresh child process, baseline and
 // customlabels processes alternating, median over the rounds.
 //
-//   node bench/run.js                 quick: sync, awaits, request, hop counts (3 rounds)
-//   node bench/run.js --full          everything: + floors, hop counts, HTTP,
-//                                     worker threads, memory (5 rounds)
+//   node bench/run.js                 quick: sync, awaits, request (3 rounds)
+//   node bench/run.js --full          everything: + HTTP, worker threads,
+//                                     memory (5 rounds)
 // Options:
 //   --node PATH|20|22|24|26   Node binary for the children (repeatable; each
 //                             gets its own table).  Also BENCH_NODE=a,b.
@@ -16,15 +16,11 @@
 //   --duration S              HTTP/worker load duration per run (full 10 s)
 //   --mem-duration S          load duration of the memory (RSS) runs (30 s)
 //   --http-rounds N           rounds for HTTP and worker runs (default: --rounds)
-//   --only a,b                sections: micro, floors, hops, http, workers, memory
-//                             (floors adds each mechanism's empty hooks and
-//                             the parts to micro, and the empty and reading
-//                             hooks and the minimal writer of bench/minimal.js
-//                             to http and workers; it runs nothing by itself)
+//   --only a,b                sections: micro, http, workers, memory
 //   --node-arg ARG            pass ARG to every child Node (repeatable), e.g.
 //                             --node-arg=--experimental-async-context-frame
 //   --cases a,b               micro cases only: sync, sync-fixed, await-in,
-//                             await-out, request, request-fixed, immediate-in
+//                             await-out, request, request-fixed
 //   --root DIR                the customlabels package to measure (default:
 //                             this repository; e.g. an unpacked snapshot)
 //   --json FILE               also write every raw measurement to FILE
@@ -32,12 +28,18 @@
 //                             thread context on (enableThreadContext) in the
 //                             sync and request cases and HTTP, and print its
 //                             cost beside labels alone
+// The await and request cases, HTTP and the workers also run the reading
+// floor (bench/floors.js): AsyncLocalStorage with the hooks customlabels
+// uses on that Node, `before` reading the store: the least any publisher
+// of labels at async hops pays there.
 // Exit code is 0 whatever the ratios: this is a report, not a test.
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { resolveNode, printUsage, median, firstJsonLine, procCpuSeconds } = require('./cli');
+const { resolveNode, printUsage, firstJsonLine, procCpuSeconds } = require('./cli');
+const rounds = require('./rounds');
+const { median } = rounds;
 
 const BENCH = __dirname;
 // The customlabels package under test: this repository unless --root says otherwise.
@@ -79,7 +81,7 @@ function parseArgs(argv) {
   o.httpRounds = o.httpRounds || o.rounds;
   o.duration = o.duration || 10;
   o.memDuration = o.memDuration || 30;
-  const all = o.full ? ['micro', 'floors', 'hops', 'http', 'workers', 'memory'] : ['micro', 'hops'];
+  const all = o.full ? ['micro', 'http', 'workers', 'memory'] : ['micro'];
   o.sections = new Set(o.only || all);
   return o;
 }
@@ -118,21 +120,13 @@ function runChild(node, args, { input = false, timeoutMs = 600000 } = {}) {
 
 const raw = [];
 
-// Runs each variant once per round, alternating the order every round, and
-// returns { variant: [values...] }.
-async function alternate(rounds, variants, measureOne, label) {
-  const got = Object.fromEntries(variants.map((v) => [v, []]));
-  for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? variants : [...variants].reverse();
-    for (const v of order) {
-      if (process.stderr.isTTY) process.stderr.write(`\r  ${label}: round ${r + 1}/${rounds} ${v}            `);
-      const result = await measureOne(v, r);
-      raw.push({ label, variant: v, round: r, ...result });
-      got[v].push(result);
-    }
-  }
-  if (process.stderr.isTTY) process.stderr.write('\r' + ' '.repeat(70) + '\r');
-  return got;
+// bench/rounds.js's alternate(), each result also kept for --json.
+async function alternate(n, variants, measureOne, label) {
+  return rounds.alternate(n, variants, async (v, round) => {
+    const result = await measureOne(v, round);
+    raw.push({ label, variant: v, round, ...result });
+    return result;
+  }, { label });
 }
 
 // ---------------------------------------------------------------------------
@@ -168,30 +162,19 @@ const verdict = (ok) => (ok === null || ok === undefined ? '' : ok ? 'PASS' : 'F
 async function micro(node, o, info) {
   const batchMs = o.full ? 100 : 50;
   const batches = o.full ? 7 : 5;
-  const floorsToo = o.sections.has('floors');
   // The default cases are realistic: every call or request labels a new
   // set (route of 20, user of 1000, unique trace id).  The -fixed cases
   // repeat the same labels.  Targets: sync against AsyncLocalStorage.run
   // (baseline); await and request against the reading floor.
   const sync24 = info.major >= 24;
   const cases = [
-    { name: 'sync', title: 'sync withLabels, new set each call', target: sync24 ? 1.3 : 2.0,
-      extra: floorsToo ? ['floor-check', 'floor-bytes', 'plain', 'part-derive'] : ['floor-check', 'floor-bytes'] },
-    { name: 'sync-fixed', title: 'sync withLabels, fixed labels', target: null,
-      extra: floorsToo ? ['floor-check', 'plain', 'part-derive', 'part-run'] : ['floor-check'] },
-    { name: 'await-in', title: 'await null inside labels', target: 1.10, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
-    { name: 'await-out', title: 'await null outside labels (after use)', target: 1.10, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read'] },
-    { name: 'request', title: 'request: 100 concurrent x 5 awaits, new set each', target: 1.15, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'floor-switch-bytes', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] : ['floor-mech', 'floor-read', 'floor-switch', 'floor-all', 'floor-bytes', 'floor-switch-bytes'] },
-    { name: 'request-fixed', title: 'request, the same 100 sets each batch', target: null, against: 'floor-read',
-      extra: floorsToo ? ['floor-mech', 'floor-read', 'floor-all', 'part-run'] : ['floor-mech', 'floor-read'] },
+    { name: 'sync', title: 'sync withLabels, new set each call', target: sync24 ? 1.3 : 2.0, extra: [] },
+    { name: 'sync-fixed', title: 'sync withLabels, fixed labels', target: null, extra: [] },
+    { name: 'await-in', title: 'await null inside labels', target: 1.10, against: 'floor-read', extra: ['floor-read'] },
+    { name: 'await-out', title: 'await null outside labels (after use)', target: 1.10, against: 'floor-read', extra: ['floor-read'] },
+    { name: 'request', title: 'request: 100 concurrent x 5 awaits, new set each', target: 1.15, against: 'floor-read', extra: ['floor-read'] },
+    { name: 'request-fixed', title: 'request, the same 100 sets each batch', target: null, against: 'floor-read', extra: ['floor-read'] },
   ];
-  if (floorsToo) {
-    cases.push({ name: 'immediate-in', title: 'await setImmediate inside labels (diagnostic)', target: null,
-      extra: ['floor-mech', 'floor-read', 'plain', 'floor-ah', 'floor-ph', 'floor-ahnp'] });
-  }
   const results = {};
   for (const c of cases) {
     if (o.cases && !o.cases.includes(c.name)) continue;
@@ -208,10 +191,6 @@ async function micro(node, o, info) {
     results[c.name] = { ...c, unit: got.labels[0].unit, med, wall, all: got };
   }
   return results;
-}
-
-async function hops(node) {
-  return runChild(node, ['hops.js']);
 }
 
 // One load run: starts the server child, loads each of its ports with
@@ -294,27 +273,22 @@ function loadRows(rows, h, title) {
     `${fmtRatio(lr, 1.05)} of reading floor (vs ALS ${fmtRatio(h.p99.labels / h.p99.baseline)})`, '<= 1.05x', verdict(lr <= 1.05), '', fl('p99', (x) => `${x.toFixed(2)} ms`)]);
 }
 
-// A load figure's floors: empty hooks, reading hooks, hooks that also
-// switch a pointer, and the minimal writer.
+// A load figure's floors: the reading hooks, and no AsyncLocalStorage at all.
 function loadFloors(figure, f) {
-  return floorCells(figure.baseline, [['empty', figure.floor], ['reading', figure.floorRead], ['switching', figure.floorSwitch], ['minimal writer', figure.minimal], ['no ALS', figure.plain]], f);
+  return floorCells(figure.baseline, [['reading', figure.floorRead], ['no ALS', figure.plain]], f);
 }
 
 async function http(node, o, info, threads) {
   // The targets are against the reading floor; `plain` (no
   // AsyncLocalStorage at all) is what a user without OpenTelemetry pays.
-  // With floors: also the empty hooks, the hooks that switch a pointer
-  // (floor-switch), and the minimal writer of bench/minimal.js (the reading
-  // floor, each request's set written a character at a time in
-  // JavaScript): what any writer of per-request sets pays at this load.
-  const variants = o.sections.has('floors') ? ['baseline', 'labels', 'floor-read', 'plain', 'floor-mech', 'floor-switch', 'minimal'] : ['baseline', 'labels', 'floor-read', 'plain'];
+  const variants = ['baseline', 'labels', 'floor-read', 'plain'];
   if (o.threadContext) variants.splice(2, 0, 'labels-tc');
   const got = await alternate(o.httpRounds, variants,
     (v) => loadRun(node, v, threads, o.duration), `${info.version} ${threads ? `${threads} workers` : 'http'}`);
   const m = (v, k) => (got[v] ? median(got[v].map((x) => x[k])) : NaN);
   const out = {};
   for (const k of ['rps', 'p50', 'p99', 'acP99', 'cpuUsPerReq', 'serverCpu', 'loaderCpu', 'errors']) {
-    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floor: m('floor-mech', k), floorRead: m('floor-read', k), floorSwitch: m('floor-switch', k), plain: m('plain', k), minimal: m('minimal', k) };
+    out[k] = { baseline: m('baseline', k), labels: m('labels', k), labelsTc: m('labels-tc', k), floorRead: m('floor-read', k), plain: m('plain', k) };
   }
   out.all = got;
   return out;
@@ -339,8 +313,9 @@ async function probe(node) {
   const src = `
     const { withLabels } = require(${JSON.stringify(ROOT)});
     withLabels({ a: '1' }, () => {});
-    const s = require(${JSON.stringify(path.join(ROOT, 'lib/context'))}).state();
-    console.log(JSON.stringify({ version: process.version, mechanism: s.mechanism,
+    let mechanism = '?'; // lib/'s own name for its hooks, where it has one
+    try { mechanism = require(${JSON.stringify(path.join(ROOT, 'lib/context'))}).state().mechanism; } catch {}
+    console.log(JSON.stringify({ version: process.version, mechanism,
       major: Number(process.versions.node.split('.')[0]) }));`;
   return runChild(node, ['-e', src]);
 }
@@ -360,7 +335,6 @@ async function benchOne(nodeSpec, o) {
       `${started.toISOString()}; load average ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 
   const rows = [];
-  const floorRows = [];
   const report = { node: info.version, mechanism: info.mechanism, major };
 
   if (o.sections.has('micro')) {
@@ -371,29 +345,13 @@ async function benchOne(nodeSpec, o) {
       // Against AsyncLocalStorage.run, or against the floor the target names.
       const ref = c.against ? c.med[c.against] : c.med.baseline;
       const ratio = c.med.labels / ref;
-      const floor = floorCells(c.med.baseline, c.name.startsWith('sync') ? [['checks', c.med['floor-check']], ['checks+bytes', c.med['floor-bytes']]]
-        : [['empty', c.med['floor-mech']], ['reading', c.med['floor-read']], ['switching', c.med['floor-switch']], ['reading+checks', c.med['floor-all']], ['reading+checks+bytes', c.med['floor-bytes']], ['switching+checks+bytes', c.med['floor-switch-bytes']]],
-      (x) => fmtNs(x, c.unit)) +
-        (c.against && Number.isFinite(c.med['floor-bytes']) ? `; +bytes is ${fmtRatio(c.med['floor-bytes'] / ref)} of ${c.against}` : '') +
-        (c.against && Number.isFinite(c.med['floor-switch-bytes']) ? `, switching+checks+bytes ${fmtRatio(c.med['floor-switch-bytes'] / ref)}` : '');
+      const floor = c.against ? floorCells(c.med.baseline, [['reading', c.med['floor-read']]], (x) => fmtNs(x, c.unit)) : '';
       rows.push([
         c.title, fmtNs(c.med.baseline, c.unit), fmtNs(c.med.labels, c.unit),
         `${fmtRatio(ratio, c.target)}${c.against ? ` of ${c.against}` : ''} (vs ALS ${fmtRatio(c.med.labels / c.med.baseline)})`, `<= ${c.target}x`,
         verdict(ratio <= c.target), '',
         floor,
       ]);
-    }
-    if (o.sections.has('floors')) {
-      for (const c of Object.values(m)) {
-        const b = c.med.baseline;
-        const cells = (v) => (v in c.med ? (Number.isFinite(c.med[v]) ? `${fmtNs(c.med[v], c.unit)} ${c.med[v] - b >= 0 ? '+' : ''}${(c.med[v] - b).toFixed(0)}` : 'n/a') : '');
-        if (c.name.startsWith('sync')) {
-          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), `derive only: ${cells('part-derive')}`, 'part-run' in c.med ? `context.run only: ${cells('part-run')}` : '', '', '', `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
-        } else {
-          floorRows.push([c.name, cells('plain'), fmtNs(b, c.unit), cells('floor-ah'), cells('floor-ph'), cells('floor-ahnp'), cells('floor-mech'), `${fmtNs(c.med.labels, c.unit)} +${(c.med.labels - b).toFixed(0)}`]);
-          if ('part-run' in c.med) floorRows.push(['', '', '', '', '', '', `sets prebuilt: ${cells('part-run')}`, '']);
-        }
-      }
     }
   }
 
@@ -426,26 +384,10 @@ async function benchOne(nodeSpec, o) {
 
   say();
   say(table(rows, ['case', 'baseline (ALS.run)', 'customlabels', 'ratio', 'target', 'result', '', 'floor (ratio)']));
-  if (rows.some((r) => /checks|empty|reading/.test(r[7]))) {
-    say('floor: the same AsyncLocalStorage work plus only what any implementation of the API must do here --');
-    say('  checks = withLabels\'s input checks (plain object, value types) before als.run;');
-    say('  empty = the hooks of the mechanism lib/context.js picks, with empty bodies;');
-    say('  reading = those hooks, before reading the current store (the least a hook must learn);');
-    say('  switching = reading, and at a hop whose store differs a pointer stored, the previous one put back after it');
-    say('    (what any implementation must do there; no set behind the pointer; diagnostic, no target uses it);');
-    say('  reading+checks = both: the least a request must cost with this mechanism;');
-    say('  +bytes = and the least the design must do for a set with a new value: copy that value\'s bytes (the unique');
-    say('    trace id) into memory a profiler reads, a character at a time, and store a pointer on entry and exit.');
-    say('  switching+checks+bytes = +bytes on the switching hooks: the least the design costs in the request case.');
-    say('  A target below its case\'s +bytes floor cannot be met by any implementation of this design on this machine.');
-  }
-  if (floorRows.length) {
-    say();
-    say('Floors: median time per operation, and + ns over the AsyncLocalStorage baseline (same run).');
-    say('  floor-ah = baseline + empty createHook({before,after}); floor-ph = + empty v8.promiseHooks.onBefore/onAfter;');
-    say('  floor-ahnp = + empty createHook({before,after,trackPromises:false}) (n/a where promises cannot be skipped);');
-    say('  floor-mech = + the empty hooks of the mechanism lib/context.js picks here.');
-    say(table(floorRows, ['case', 'plain (no ALS)', 'baseline', 'floor-ah', 'floor-ph', 'floor-ahnp', 'floor-mech', 'customlabels']));
+  if (rows.some((r) => /reading/.test(r[7]))) {
+    say('floor: the same AsyncLocalStorage work plus only what any publisher of labels at async hops must do here --');
+    say('  reading = the hooks of the mechanism customlabels uses on this Node, `before` reading the current store');
+    say('  (the least a hook must learn: which context is about to run).');
   }
   if (o.threadContext) {
     // What enableThreadContext() adds: the same run's labels alone against
@@ -470,14 +412,6 @@ async function benchOne(nodeSpec, o) {
     say();
     say('OpenTelemetry thread context (enableThreadContext): labels alone against labels with an OTEP 4947 record per set, same run.');
     say(table(tcRows, ['case', 'labels', 'labels + thread context', 'added', 'ratio', 'thread context vs baseline']));
-  }
-  if (o.sections.has('hops')) {
-    const h = await hops(node);
-    report.hops = h;
-    say();
-    say(`Hop counts (not timed; lib/native.js slot and binding wrapped${h.instrumented ? '' : ' -- NOT EFFECTIVE, lib/ changed'}):`);
-    say(table(h.scenarios.map((s) => [s.name, s.slotWritesPerHop.toFixed(3), s.nativeCallsPerHop.toFixed(4), JSON.stringify(s.byCall)]),
-      ['scenario', 'slot writes / unit', 'native calls / unit', 'native calls']));
   }
   if (report.http) {
     const h = report.http;
