@@ -7,7 +7,7 @@
 
 const { binding } = require('./native');
 const { turnOn } = require('./record');
-const { describe, isPlainObject } = require('./checks');
+const { describe, quote, isPlainObject } = require('./checks');
 
 const WHO = 'enableThreadContext';
 const OPTIONS = ['resource'];
@@ -27,7 +27,7 @@ function checkOptions(options) {
   if (!isPlainObject(options)) throw new TypeError(`${WHO}: options must be a plain object, got ${describe(options)}`);
   for (const name of Object.keys(options)) {
     if (!OPTIONS.includes(name)) {
-      throw new TypeError(`${WHO}: unknown option ${JSON.stringify(name)} (the options are ${OPTIONS.join(', ')})`);
+      throw new TypeError(`${WHO}: unknown option ${quote(name)} (the options are ${OPTIONS.join(', ')})`);
     }
   }
   const resource = options.resource;
@@ -42,7 +42,7 @@ function checkOptions(options) {
   const pairs = [];
   let bytes = 0;
   for (const key of keys) {
-    const where = `options.resource[${JSON.stringify(key)}]`;
+    const where = `options.resource[${quote(key)}]`;
     const keyBytes = Buffer.byteLength(key, 'utf8');
     if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
       throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
