@@ -240,6 +240,65 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
     assert.match(r.warnings[0].message, /"late"/);
   });
 
+  describe('resource attributes: limits on what a change leaves, and a change made whole or not at all', function () {
+    // A step of the scenarios: { error, unchanged (what a reader of the
+    // mapping sees, header and payload, is as before the call), after }.
+    function refused(step, message) {
+      assert.ok(step.error, 'the call threw');
+      assert.equal(step.error.name, 'RangeError', step.error.message);
+      assert.match(step.error.message, /^enableThreadContext: /);
+      assert.match(step.error.message, message);
+      assert.equal(step.unchanged, true, 'a reader sees the mapping exactly as before the call');
+    }
+
+    it('at 128 attributes, one can be updated, or one removed and one added in a call; a 129th is refused, naming the limit', function () {
+      const r = scenario('updateAtCount');
+      const full = {};
+      for (let i = 0; i < 128; i++) full[`a${i}`] = 'v';
+      assert.equal(r.fill.error, null);
+      assert.equal(r.fill.after.payload, payload(full, []));
+      assert.equal(r.update.error, null, r.update.error?.message);
+      assert.equal(r.update.after.payload, payload({ ...full, a0: 'w' }, []));
+      assert.equal(r.swap.error, null, r.swap.error?.message);
+      const swapped = { ...full, a0: 'w', b: 'new' };
+      delete swapped.a1;
+      assert.equal(r.swap.after.payload, payload(swapped, []));
+      refused(r.over, /with options\.resource, the process context would hold more than 128 resource attributes \(the attributes set by earlier calls count too\); nothing was changed/);
+      // The update in the same call is not made either.
+      refused(r.overAndUpdate, /more than 128 resource attributes/);
+      assert.equal(r.overAndUpdate.after.payload, payload(swapped, []));
+    });
+
+    it('the 48 KiB budget holds for all the attributes, to the byte; a refused call leaves nothing behind, and labels keep working', function () {
+      const r = scenario('budget');
+      const s = r.steps;
+      const batch = (prefix) => Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`${prefix}${i}`, prefix.repeat(4000)]));
+      assert.equal(r.budget, 48 * 1024);
+      assert.equal(s.first.error, null);
+      assert.equal(s.first.after.payload, payload(batch('a'), []));
+      // Each call of 40 KB fits the budget alone; with the first one's, not.
+      refused(s.second, /with options\.resource, the resource attributes would take more than 49152 bytes of the process context/);
+      refused(s.third, /more than 49152 bytes/);
+      // The next publication (a label key seen for the first time) carries
+      // the first call's attributes alone: nothing of the refused calls.
+      assert.equal(s.labels, record({ attrs: [[0, '1']] }), 'withLabels with a new key works, and its record has the key');
+      assert.equal(s.afterLabels.payload, payload(batch('a'), ['fresh']));
+      // What counts is what a change leaves: ten removed, ten added.
+      assert.equal(s.swap.error, null, s.swap.error?.message);
+      assert.equal(s.swap.after.payload, payload(batch('b'), ['fresh']));
+      // To the byte, counted from the protobuf encoding of the attributes:
+      // in one call (checked before the call reaches the process context),
+      // then with an attribute set before.
+      const exact = s.exactResource;
+      const encoded = Object.entries(exact).reduce((n, [k, v]) => n + field(1, keyValue(k, str(v))).length, 0);
+      assert.equal(encoded, 48 * 1024, 'the scenario fills the budget to the byte');
+      refused(s.overInOneCall, /options\.resource takes 49153 bytes as encoded; the resource attributes may take at most 49152 bytes/);
+      assert.equal(s.exact.error, null, s.exact.error?.message);
+      assert.equal(s.exact.after.payload, payload(exact, ['fresh']));
+      refused(s.oneMore, /more than 49152 bytes/);
+    });
+  });
+
   it('bad options throw TypeError or RangeError naming the argument, and publish nothing', function () {
     const r = scenario('errors');
     const expected = [
@@ -252,7 +311,7 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       ['RangeError', /options\.resource\["service\.name"\] must be at most 4096 bytes/],
       ['RangeError', /options\.resource\["service\.name"\] must be at most 4096 bytes of well-formed/],
       ['RangeError', /options\.resource has 129 attributes/],
-      ['RangeError', /options\.resource takes about \d+ bytes/],
+      ['RangeError', /options\.resource takes \d+ bytes as encoded; the resource attributes may take at most 49152 bytes/],
     ];
     assert.equal(r.errors.length, expected.length);
     r.errors.forEach((err, i) => {
