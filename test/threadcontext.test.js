@@ -297,6 +297,24 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       assert.equal(s.exact.after.payload, payload(exact, ['fresh']));
       refused(s.oneMore, /more than 49152 bytes/);
     });
+
+    it('a label key the key map has no room for in the mapping is left out of records, with the warning of a full map, even inside an async hook', function () {
+      const r = scenario('keysByBytes');
+      const { seen, warnings } = r;
+      assert.deepEqual(seen.filled, seen.filled.map((_, i) => i), 'the long keys are appended in order');
+      assert.ok(seen.filled.length < 256, `refused for room, not for the count (${seen.filled.length} keys)`);
+      assert.ok(seen.room < 20, `${seen.room} bytes of the mapping left`);
+      // A set made before enabling, written again in the timer's hook.
+      assert.equal(seen.inTimer.record, record({}), 'the key is left out of the record');
+      assert.deepEqual(seen.inTimer.abi, { early_key_of_21_bytes: 'e' }, 'ABI v1 keeps it');
+      assert.equal(seen.later.record, record({}));
+      assert.deepEqual(seen.later.abi, { a_later_key_of_22_byte: 'x' });
+      assert.equal(keyMap(seen.context.payload).length, seen.filled.length, 'the map is as it was');
+      assert.ok(seen.context.payloadSize <= 65536 - 64);
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.equal(warnings[0].code, 'CUSTOMLABELS_OTEL_KEYS_FULL');
+      assert.match(warnings[0].message, /key map is full .* label "early_key_of_21_bytes" and every key after it are left out/);
+    });
   });
 
   it('bad options throw TypeError or RangeError naming the argument, and publish nothing', function () {

@@ -300,6 +300,43 @@ const scenarios = {
     out({ budget, steps });
   },
 
+  // A key that does not fit in the key map for the room it takes in the
+  // process context (keys of other programs using the process context can
+  // be longer than labels' keys) is left out of records, as when the map is
+  // full, warned about once, naming it; never thrown, not even while a set
+  // is written again inside an async hook.
+  keysByBytes() {
+    const cl = require(ROOT);
+    const warnings = [];
+    process.on('warning', (w) => warnings.push({ code: w.code, message: w.message }));
+    const seen = {};
+    // Made before the thread context is on: its record is written when it
+    // is next published, inside the timer's async hook.
+    cl.withLabels({ early_key_of_21_bytes: 'e' }, () => setTimeout(() => {
+      seen.inTimer = { record: record(), abi: abi() };
+    }, 50));
+    cl.enableThreadContext();
+    // Fill the map with long keys until under 20 bytes of the mapping are
+    // left, too few for a key of 20 bytes or more, and far fewer than 256
+    // keys are in it.
+    const CAPACITY = 65536 - 64;
+    const filled = [];
+    for (let i = 0; ; i++) {
+      const room = CAPACITY - binding.otelPayload().length;
+      if (room < 20) break;
+      const length = Math.min(255, room > 300 ? 255 : room - 18);
+      const key = `${String(i).padStart(3, '0')}`.padEnd(length, 'k');
+      filled.push(binding.otelKeyIndex(key));
+    }
+    seen.filled = filled;
+    seen.room = CAPACITY - binding.otelPayload().length;
+    setTimeout(() => {
+      seen.later = cl.withLabels({ a_later_key_of_22_byte: 'x' }, () => ({ record: record(), abi: abi() }));
+      seen.context = processContext();
+      setImmediate(() => out({ seen, warnings }));
+    }, 100);
+  },
+
   // Bad options change nothing.
   errors() {
     const cl = require(ROOT);
