@@ -199,6 +199,14 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       assert.equal(r.bound, inSpan, 'a function bound to the span\'s context runs with its record');
     });
 
+    it('a span whose name does not fit beside eight labels keeps its ids, in the labels and in the record\'s header', function () {
+      const { ids, record: seen, abi } = r.crowded;
+      const eight = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`k${i}`, String(i)]));
+      assert.deepEqual(abi, { ...eight, trace_id: ids.traceId, span_id: ids.spanId });
+      // k0..k7 follow route, span_name and user in the key map.
+      assert.equal(seen, record({ traceId: ids.traceId, spanId: ids.spanId, flags: 1, attrs: Object.values(eight).map((v, i) => [3 + i, v]) }));
+    });
+
     it('a context without the span has zero ids; another span context brings its own ids and flags', function () {
       assert.equal(r.root, record({ attrs: [[0, '/r']] }));
       assert.equal(r.unsampled, record({ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', flags: 0, attrs: [[0, '/r']] }));

@@ -138,6 +138,15 @@ const scenarios = {
     }));
     seen.after = record();
     seen.keys = processContext();
+    // Eight labels leave no room for span_name: the ids stay, in the labels
+    // and in the record's header.
+    const eight = {};
+    for (let i = 0; i < 8; i++) eight[`k${i}`] = String(i);
+    seen.crowded = cl.withLabels(eight, () => tracer.startActiveSpan('crowded', (span) => {
+      const crowded = { ids: span.spanContext(), record: record(), abi: abi() };
+      span.end();
+      return crowded;
+    }));
     out(seen);
   },
 
