@@ -112,7 +112,7 @@ const char *cl_otel_strerror(int status) {
     case CL_OTEL_ENOMEM: return "out of memory for the OpenTelemetry process context";
     case CL_OTEL_ETOOBIG: return "the OpenTelemetry process context would exceed its 64 KiB mapping";
     case CL_OTEL_EFULL: return "the thread context's key map holds 256 keys already";
-    case CL_OTEL_EINVAL: return "invalid argument";
+    case CL_OTEL_EINVAL: return "an argument beyond the limits of the OpenTelemetry process context";
     case CL_OTEL_EDISABLED: return "the OpenTelemetry thread context is not enabled";
     case CL_OTEL_ETOOMANY: return "the OpenTelemetry process context would hold more than 128 resource attributes";
     case CL_OTEL_EBUDGET: return "the resource attributes would take more than 48 KiB of the OpenTelemetry process context";
