@@ -26,6 +26,7 @@ const { ring, place, NOWHERE, UNWRITTEN } = require('./arena');
 const { noticed, recordBytes, writeRecord } = require('./record');
 const { keyOffset } = require('./keys');
 const setwriter = require('./setwriter');
+const { quote } = require('./checks');
 
 const { LIMITS } = require('./limits');
 const MAX_KEY = LIMITS.maxKeyBytes;
@@ -81,10 +82,6 @@ const PLACES = 2;
 // record to copy: arena offset and byte length, by label.
 const valueAt = new Int32Array(LIMITS.maxLabels);
 const valueLength = new Int32Array(LIMITS.maxLabels);
-
-function quote(s) {
-  return JSON.stringify(s);
-}
 
 function encode(set, who) {
   const n = set.kv.length >> 1;
@@ -255,7 +252,7 @@ function encodeAny(set, n, who, records) {
     const v = kv[2 * i + 1];
     const kl = k.length <= MAX_KEY ? utf8Length(k, MAX_KEY) : k.length;
     if (kl === 0 || kl > MAX_KEY) {
-      throw new RangeError(`${who}: label key ${quote(k)} is ${kl} bytes in UTF-8; keys must be 1 to ${MAX_KEY} bytes`);
+      throw new RangeError(`${who}: label key ${quote(k)} is ${Buffer.byteLength(k, 'utf8')} bytes in UTF-8; keys must be 1 to ${MAX_KEY} bytes`);
     }
     if (kl !== k.length && !k.isWellFormed()) {
       throw new TypeError(`${who}: label key ${quote(k)} is not well-formed Unicode (lone surrogate)`);

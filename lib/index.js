@@ -20,10 +20,11 @@ function create() {
   const { LIMITS, EMPTY, derive } = require('./labelset');
   const context = require('./context');
   const { enableThreadContext } = require('./threadcontext');
+  const { describe } = require('./checks');
 
   function checkFunction(fn, who) {
     if (typeof fn !== 'function') {
-      throw new TypeError(`${who}: fn must be a function, got ${fn === null ? 'null' : typeof fn}`);
+      throw new TypeError(`${who}: fn must be a function, got ${describe(fn)}`);
     }
   }
 

@@ -7,11 +7,11 @@
 const { LIMITS } = require('./limits');
 const { encode } = require('./encode');
 const { NOWHERE, addressOf } = require('./arena');
+const { describe, quote, isObjectPrototype } = require('./checks');
 
 const hasOwn = Object.prototype.hasOwnProperty;
 const getPrototypeOf = Object.getPrototypeOf;
 const ObjectPrototype = Object.prototype;
-const functionToString = Function.prototype.toString;
 
 class LabelSet {
   constructor(kv, span) {
@@ -35,32 +35,6 @@ class LabelSet {
 
 // The set with no labels is published as a NULL pointer.
 const EMPTY = new LabelSet([], null);
-
-// Object.prototype of this realm or of another (a `vm` context, a test
-// runner's sandbox): the prototype of a plain object literal made there.
-function isObjectPrototype(proto) {
-  if (proto === ObjectPrototype) return true;
-  if (proto === null || getPrototypeOf(proto) !== null || !hasOwn.call(proto, 'constructor')) return false;
-  const ctor = proto.constructor;
-  return typeof ctor === 'function' && ctor.prototype === proto &&
-    functionToString.call(ctor) === 'function Object() { [native code] }';
-}
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') {
-    const proto = getPrototypeOf(value);
-    const name = proto?.constructor?.name;
-    if (typeof name === 'string' && name !== '' && name !== 'Object') return `an instance of ${name}`;
-    return 'an object that inherits from another object';
-  }
-  return `type ${typeof value}`;
-}
-
-function quote(key) {
-  return JSON.stringify(key);
-}
 
 // ---------------------------------------------------------------------------
 // Reading the caller's object.  derive() reads the own enumerable string

@@ -16,21 +16,27 @@ const ADD_LISTENER = ['addListener', 'on', 'once', 'prependListener', 'prependOn
 // called, with the span labels of ctx over them, as a null-prototype
 // object of strings, and the span of ctx: { captured, span }.
 function capture(entries, ctx) {
-  const entry = entries.of(ctx);
-  const span = entry.labels;
   const here = getLabels();
-  const captured = Object.create(null);
-  for (const key of Object.keys(here)) captured[key] = here[key];
-  for (const key of Object.keys(span)) {
-    if (span[key] === null) delete captured[key];
-    else captured[key] = span[key];
+  let entry = entries.of(ctx);
+  let refusal = null;
+  for (;;) {
+    const captured = Object.create(null);
+    for (const key of Object.keys(here)) captured[key] = here[key];
+    const span = entry.labels;
+    for (const key of Object.keys(span)) {
+      if (span[key] === null) delete captured[key];
+      else captured[key] = span[key];
+    }
+    const count = Object.keys(captured).length;
+    if (count <= limits.maxLabels) {
+      if (refusal !== null) warnDropped(refusal, entry);
+      return { captured, span: entry.span };
+    }
+    // Too many with the labels current here: fewer of the span's labels,
+    // its ids last (as the manager's with() does).
+    refusal ??= new RangeError(`a label set holds at most ${limits.maxLabels} labels; this one would hold ${count}`);
+    entry = entries.fewer(entry);
   }
-  if (Object.keys(captured).length > limits.maxLabels) {
-    warnDropped(new RangeError(`a label set holds at most ${limits.maxLabels} labels`));
-    for (const key of Object.keys(span)) delete captured[key];
-    return { captured, span: null };
-  }
-  return { captured, span: entry.span };
 }
 
 // Runs run() with exactly the captured labels (and span): the keys of the

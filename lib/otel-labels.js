@@ -1,7 +1,7 @@
 'use strict';
 // How customlabels/otel reaches the label sets: through the API of the copy
 // of customlabels that owns the thread (lib/owner.js), so that it works
-// whichever copy loaded first, and the one warning it gives when a span's
+// whichever copy loaded first, and the warning it gives when a span's
 // labels do not fit.
 
 const customlabels = require('./index');
@@ -18,13 +18,19 @@ const enterSpan = internal !== undefined ? internal.enterSpan
   : (labels) => customlabels.enterLabels(labels);
 const currentSpan = internal !== undefined ? internal.currentSpan : () => null;
 
-let warned = false;
-function warnDropped(err) {
-  if (warned) return;
-  warned = true;
+// Said once for each way a span's labels were cut: which labels a context
+// ran without (at most one entry per optional label, and one for all).
+const warned = new Set();
+function warnDropped(err, { dropped, kept }) {
+  const what = dropped.join(', ');
+  if (warned.has(what)) return;
+  warned.add(what);
+  const outcome = kept.length > 0
+    ? `so that context runs without ${what} (its ${kept.join(' and ')} are kept)`
+    : `so that context runs without span labels (${what})`;
   process.emitWarning(
-    `customlabels/otel: a span's labels did not fit in the current label set (${err.message}), ` +
-    'so that context runs without span labels. Set fewer labels with withLabels, or turn span labels off in spanLabels options.',
+    `customlabels/otel: a span's labels did not fit in the current label set (${err.message}), ${outcome}. ` +
+    'Set fewer labels with withLabels, or turn span labels off in spanLabels options.',
     { code: 'CUSTOMLABELS_SPAN_LABELS_DROPPED' });
 }
 

@@ -32,19 +32,26 @@ class SpanLabelsContextManager {
   with(ctx, fn, thisArg, ...args) {
     const inner = this.#inner;
     let entered = false;
+    let refusal = null;
+    let entry = this.#entries.of(ctx);
     const run = () => {
       entered = true;
+      if (refusal !== null) warnDropped(refusal, entry);
       return inner.with(ctx, fn, thisArg, ...args);
     };
-    const { labels, span } = this.#entries.of(ctx);
-    try {
-      return withSpan(labels, span, run);
-    } catch (err) {
-      if (entered) throw err;
-      // The labels were refused (too many with the enclosing ones): run
-      // without any span's labels rather than with the enclosing span's.
-      warnDropped(err);
-      return withSpan(this.#entries.none, null, run);
+    for (;;) {
+      try {
+        return withSpan(entry.labels, entry.span, run);
+      } catch (err) {
+        if (entered) throw err;
+        // The labels were refused (too many with the enclosing ones): run
+        // with fewer of this span's labels, its ids last, rather than with
+        // the enclosing span's.
+        const fewer = this.#entries.fewer(entry);
+        if (fewer === null) throw err;
+        refusal ??= err;
+        entry = fewer;
+      }
     }
   }
 
@@ -69,13 +76,20 @@ class SpanLabelsContextManager {
     const before = getLabels();
     const beforeSpan = currentSpan();
     const token = this.#inner.attach(ctx);
-    const { labels, span } = this.#entries.of(ctx);
-    try {
-      enterSpan(labels, span);
-    } catch (err) {
-      warnDropped(err);
-      enterSpan(this.#entries.none, null);
+    let entry = this.#entries.of(ctx);
+    let refusal = null;
+    for (;;) {
+      try {
+        enterSpan(entry.labels, entry.span);
+        break;
+      } catch (err) {
+        const fewer = this.#entries.fewer(entry);
+        if (fewer === null) throw err;
+        refusal ??= err;
+        entry = fewer;
+      }
     }
+    if (refusal !== null) warnDropped(refusal, entry);
     let disposed = false;
     return {
       dispose() {

@@ -1,7 +1,7 @@
 'use strict';
 // The options of spanLabels(): which span labels to set, under which keys.
 
-const { describe, isPlainObject } = require('./checks');
+const { describe, quote, isPlainObject } = require('./checks');
 const { limits } = require('./otel-labels');
 
 // The labels, their option names and default keys.  `on`: set unless the
@@ -19,7 +19,7 @@ const OPTIONS = LABELS.map((l) => l.option);
 function checkKey(key, option) {
   const bytes = Buffer.byteLength(key, 'utf8');
   if (!key.isWellFormed() || bytes === 0 || bytes > limits.maxKeyBytes) {
-    throw new TypeError(`spanLabels: options.${option} must be a label key of 1 to ${limits.maxKeyBytes} bytes of well-formed UTF-8, got ${JSON.stringify(key)}`);
+    throw new TypeError(`spanLabels: options.${option} must be a label key of 1 to ${limits.maxKeyBytes} bytes of well-formed UTF-8, got ${describe(key)}`);
   }
 }
 
@@ -32,7 +32,7 @@ function parseOptions(options) {
   const given = options ?? {};
   for (const name of Object.keys(given)) {
     if (!OPTIONS.includes(name)) {
-      throw new TypeError(`spanLabels: unknown option ${JSON.stringify(name)} (the options are ${OPTIONS.join(', ')})`);
+      throw new TypeError(`spanLabels: unknown option ${quote(name)} (the options are ${OPTIONS.join(', ')})`);
     }
   }
   const keys = {};
@@ -51,7 +51,7 @@ function parseOptions(options) {
     }
     if (key !== null) {
       if (owners.has(key)) {
-        throw new TypeError(`spanLabels: options.${owners.get(key)} and options.${option} both name the label ${JSON.stringify(key)}`);
+        throw new TypeError(`spanLabels: options.${owners.get(key)} and options.${option} both name the label ${quote(key)}`);
       }
       owners.set(key, option);
     }

@@ -34,6 +34,8 @@ function clip(s) {
 class SpanEntries {
   #keys;
   #roots = null; // the local roots, when that label is on
+  #optional; // the keys of the optional labels on, in the order they are given up
+  #ids; // the keys of the id labels on
   #lastSpan; // the span whose entry of() made last, its name then, and the entry
   #lastName;
   #lastEntry;
@@ -46,6 +48,29 @@ class SpanEntries {
     this.none = Object.freeze(none);
     this.noSpan = Object.freeze({ labels: this.none, span: null });
     if (keys.localRootSpanId !== null) this.#roots = new LocalRoots(inner);
+    // The labels given up first when a span's do not fit beside the
+    // enclosing ones: the ids are what links a profile to a trace.
+    this.#optional = [keys.spanName, keys.localRootSpanId].filter((key) => key !== null);
+    this.#ids = [keys.traceId, keys.spanId].filter((key) => key !== null);
+  }
+
+  // What to run with when the span labels of `entry` did not fit: the same
+  // span without its next optional label (its name, then its local root,
+  // removed from the enclosing labels too, so that no other span's stays),
+  // then without any span label; null when nothing is left to give up.
+  // `dropped` names the labels given up.  Only for a refused entry, so a
+  // span whose labels fit costs nothing here.
+  fewer(entry) {
+    if (entry.span !== null) {
+      for (const key of this.#optional) {
+        if (entry.labels[key] == null) continue;
+        const labels = { ...entry.labels };
+        setLabel(labels, key, null);
+        return { labels, span: entry.span, dropped: [...(entry.dropped ?? []), key], kept: this.#ids };
+      }
+    }
+    if (entry.labels === this.none) return null;
+    return { labels: this.none, span: null, dropped: Object.keys(this.none), kept: [] };
   }
 
   // The span labels of a context, and the span of its thread-context

@@ -27,6 +27,7 @@ const { binding, otelEnabled } = require('./native');
 const { LIMITS } = require('./limits');
 const { invalidate } = require('./arena');
 const { byPosition } = require('./byposition');
+const { quote } = require('./checks');
 
 const HEADER = 28;
 // valid (24), trace-flags (25) and attrs-data-size (26) are written as
@@ -66,19 +67,34 @@ function noticed() {
   return threadContext.on;
 }
 
-// The index of a key, from the process's key map.
+// The index of a key, from the process's key map, or -1 for a key left
+// out of records.  Never throws: it is called while a set is written,
+// which may be inside an async hook (lib/context.js), where a throw would
+// end the process.  A key the map cannot take, for the number of its keys
+// or for the room they take in the process context, is left out, and so is
+// every key after it; so is a key whose adding fails (out of memory, or an
+// older copy of the addon, owning the process context, that throws for a
+// key that does not fit).
 function indexOf(key) {
   let index = indexes.get(key);
   if (index !== undefined) return index;
   if (full) return -1;
-  index = binding.otelKeyIndex(key);
+  let why = null;
+  try {
+    index = binding.otelKeyIndex(key);
+  } catch (err) {
+    index = -2;
+    why = err.message;
+  }
   if (index < 0) {
     full = true;
+    // -2: the first key refused in the process (or in this thread, for a
+    // failure), which the warning names.
     if (index === -2) {
       process.emitWarning(
-        `customlabels: the OpenTelemetry thread context's key map holds ${binding.layout.otelMaxKeys} keys, ` +
-        `so label ${JSON.stringify(key)} and every key after it are left out of thread-context records ` +
-        '(Custom Label ABI v1 labels are unaffected). Use fewer distinct label keys.',
+        `customlabels: the OpenTelemetry thread context's key map is full (it holds at most ${binding.layout.otelMaxKeys} keys, ` +
+        `within the process context's 64 KiB${why === null ? '' : `; ${why}`}), so label ${quote(key)} and every key after it ` +
+        'are left out of thread-context records (Custom Label ABI v1 labels are unaffected). Use fewer distinct label keys.',
         { code: 'CUSTOMLABELS_OTEL_KEYS_FULL' });
     }
     index = -1;

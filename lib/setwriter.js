@@ -19,13 +19,14 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { binding } = require('./native');
+const { quote } = require('./checks');
 
 // The compiled module, or null with the reason this thread does without it.
 function compile() {
   if (binding === null) return { compiled: null, reason: 'there is no addon' };
   const chosen = process.env.CUSTOMLABELS_WRITER;
   if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm') {
-    process.emitWarning(`CUSTOMLABELS_WRITER=${JSON.stringify(chosen)} is neither "addon" nor "wasm"; ignored`,
+    process.emitWarning(`CUSTOMLABELS_WRITER=${quote(chosen)} is neither "addon" nor "wasm"; ignored`,
       { code: 'CUSTOMLABELS_WRITER' });
   }
   if (chosen === 'addon') return { compiled: null, reason: 'CUSTOMLABELS_WRITER=addon' };

@@ -7,7 +7,7 @@
 
 const { binding } = require('./native');
 const { turnOn } = require('./record');
-const { describe, isPlainObject } = require('./checks');
+const { describe, quote, isPlainObject } = require('./checks');
 
 const WHO = 'enableThreadContext';
 const OPTIONS = ['resource'];
@@ -16,18 +16,61 @@ const layout = binding === null ? null : binding.layout;
 const MAX_ATTRIBUTES = layout === null ? 128 : layout.otelMaxResource;
 const MAX_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
 const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
-// What the resource attributes may take of the process context's 64 KiB
-// payload, leaving room for a full key map of 256 label keys.
-const MAX_RESOURCE_BYTES = 48 * 1024;
+// What the resource attributes together may take of the process context's
+// 64 KiB payload, as encoded, leaving room for a full key map of 256 label
+// keys (src/otel.h).
+const MAX_RESOURCE_BYTES = layout === null ? 48 * 1024 : layout.otelMaxResourceBytes;
+
+// The bytes a length-delimited protobuf field of `n` bytes takes: tag,
+// length, bytes.
+function fieldBytes(n) {
+  let varint = 1;
+  for (let rest = n; rest >= 0x80; rest = Math.floor(rest / 128)) varint++;
+  return 1 + varint + n;
+}
+
+// The bytes an attribute takes in the payload, as src/process_ctx.c
+// encodes it and measures it against MAX_RESOURCE_BYTES: a KeyValue of the
+// key and an AnyValue of the value.
+function attributeBytes(keyBytes, valueBytes) {
+  return fieldBytes(fieldBytes(keyBytes) + fieldBytes(fieldBytes(valueBytes)));
+}
+
+// The process context's answers to a change it refused (cl_otel_status_t,
+// src/otel.h).  A refused change changed nothing.
+const ENOMEM = -1;
+const ETOOBIG = -2;
+const EINVAL = -4; // the count, from a copy of the addon that predates ETOOMANY
+const ETOOMANY = -6;
+const EBUDGET = -7;
+
+function refusal(status) {
+  const counted = '(the attributes set by earlier calls count too); nothing was changed';
+  switch (status) {
+    case ETOOMANY: case EINVAL:
+      return new RangeError(`${WHO}: with options.resource, the process context would hold more than ${MAX_ATTRIBUTES} resource attributes ${counted}. Remove some with null.`);
+    case EBUDGET:
+      return new RangeError(`${WHO}: with options.resource, the resource attributes would take more than ${MAX_RESOURCE_BYTES} bytes of the process context ${counted}. Remove some with null, or shorten them.`);
+    case ETOOBIG:
+      return new RangeError(`${WHO}: with options.resource, the process context would not fit in its 64 KiB mapping beside its key map ${counted}.`);
+    case ENOMEM:
+      return new Error(`${WHO}: out of memory for the OpenTelemetry process context; nothing was changed`);
+    default:
+      return new Error(`${WHO}: the OpenTelemetry process context refused the change (status ${status}); nothing was changed`);
+  }
+}
 
 // [key, value or null, ...] from options.resource; throws TypeError or
-// RangeError naming the argument, before anything is published.
+// RangeError naming the argument, before anything is published.  What can
+// be checked from this call alone is checked here; what the attributes of
+// earlier calls count for, the process context checks, under the lock that
+// every thread takes to change it (refusal()).
 function checkOptions(options) {
   if (options === undefined) return [];
   if (!isPlainObject(options)) throw new TypeError(`${WHO}: options must be a plain object, got ${describe(options)}`);
   for (const name of Object.keys(options)) {
     if (!OPTIONS.includes(name)) {
-      throw new TypeError(`${WHO}: unknown option ${JSON.stringify(name)} (the options are ${OPTIONS.join(', ')})`);
+      throw new TypeError(`${WHO}: unknown option ${quote(name)} (the options are ${OPTIONS.join(', ')})`);
     }
   }
   const resource = options.resource;
@@ -42,7 +85,7 @@ function checkOptions(options) {
   const pairs = [];
   let bytes = 0;
   for (const key of keys) {
-    const where = `options.resource[${JSON.stringify(key)}]`;
+    const where = `options.resource[${quote(key)}]`;
     const keyBytes = Buffer.byteLength(key, 'utf8');
     if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
       throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
@@ -62,11 +105,11 @@ function checkOptions(options) {
     if (!value.isWellFormed() || valueBytes > MAX_VALUE) {
       throw new RangeError(`${WHO}: ${where} must be at most ${MAX_VALUE} bytes of well-formed UTF-8`);
     }
-    bytes += keyBytes + valueBytes + 16;
+    bytes += attributeBytes(keyBytes, valueBytes);
     pairs.push(key, value);
   }
   if (bytes > MAX_RESOURCE_BYTES) {
-    throw new RangeError(`${WHO}: options.resource takes about ${bytes} bytes; the process context keeps at most ${MAX_RESOURCE_BYTES} for them`);
+    throw new RangeError(`${WHO}: options.resource takes ${bytes} bytes as encoded; the resource attributes may take at most ${MAX_RESOURCE_BYTES} bytes of the process context`);
   }
   return pairs;
 }
@@ -80,7 +123,10 @@ function checkOptions(options) {
 function enableThreadContext(options) {
   const resource = checkOptions(options);
   if (binding === null) return false;
-  if (resource.length > 0) binding.otelSetResource(resource);
+  if (resource.length > 0) {
+    const status = binding.otelSetResource(resource);
+    if (status !== 0) throw refusal(status);
+  }
   binding.otelEnable();
   turnOn();
   return true;

@@ -403,7 +403,9 @@ static bool utf8_of(napi_env env, napi_value value, char *buf, size_t size, size
 
 /*
  * otelSetResource([key, value or null, ...]): sets (null: removes)
- * resource attributes of the process context.
+ * resource attributes of the process context, all or none, and returns the
+ * cl_otel_status_t: lib/threadcontext.js words a refusal for the argument
+ * that caused it.
  */
 static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -412,7 +414,7 @@ static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
   uint32_t length = 0;
   CALL(env, napi_get_array_length(env, argv[0], &length));
   size_t n = length / 2;
-  if (n > CL_OTEL_MAX_RESOURCE) return otel_fail(env, CL_OTEL_EINVAL);
+  if (n > CL_OTEL_MAX_RESOURCE) return number(env, CL_OTEL_ETOOMANY);
   /* Owner: this call; the process context copies what it keeps. */
   cl_otel_attr_t *attrs = calloc(n ? n : 1, sizeof(*attrs));
   char *strings = malloc((n ? n : 1) * (CL_OTEL_MAX_RESOURCE_KEY + CL_OTEL_MAX_RESOURCE_VALUE + 4));
@@ -442,12 +444,7 @@ static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
     }
     at += CL_OTEL_MAX_RESOURCE_VALUE + 2;
   }
-  int status = cl_otel_v1_set_resource(attrs, n);
-  if (status != CL_OTEL_OK) {
-    otel_fail(env, status);
-    goto done;
-  }
-  napi_get_undefined(env, &result);
+  result = number(env, cl_otel_v1_set_resource(attrs, n));
 done:
   free(attrs);
   free(strings);
@@ -560,7 +557,8 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "otelMaxKeys", CL_OTEL_MAX_KEYS) ||
       !set_number(env, result, "otelMaxResource", CL_OTEL_MAX_RESOURCE) ||
       !set_number(env, result, "otelMaxResourceKey", CL_OTEL_MAX_RESOURCE_KEY) ||
-      !set_number(env, result, "otelMaxResourceValue", CL_OTEL_MAX_RESOURCE_VALUE))
+      !set_number(env, result, "otelMaxResourceValue", CL_OTEL_MAX_RESOURCE_VALUE) ||
+      !set_number(env, result, "otelMaxResourceBytes", CL_OTEL_MAX_RESOURCE_BYTES))
     return NULL;
   return result;
 }

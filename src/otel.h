@@ -51,6 +51,13 @@ typedef struct {
 #define CL_OTEL_MAX_RESOURCE_VALUE 4096 /* bytes of its value */
 #define CL_OTEL_KEY_MAX 255             /* bytes of a thread-context key */
 #define CL_OTEL_PAYLOAD_MAX 65536       /* bytes of payload, as readers accept */
+/*
+ * Bytes that all the resource attributes together may take in the payload,
+ * as encoded (each a KeyValue of ProcessContext.resource, tag and length
+ * included).  The rest of the mapping is kept for the key map, which then
+ * always has room for its 256 keys of labels (at most 25 bytes each).
+ */
+#define CL_OTEL_MAX_RESOURCE_BYTES (48 * 1024)
 
 typedef enum {
   CL_OTEL_OK = 0,
@@ -58,7 +65,9 @@ typedef enum {
   CL_OTEL_ETOOBIG = -2,  /* the payload would not fit in the mapping */
   CL_OTEL_EFULL = -3,    /* the key map holds CL_OTEL_MAX_KEYS keys already */
   CL_OTEL_EINVAL = -4,   /* an argument outside the limits above */
-  CL_OTEL_EDISABLED = -5 /* the process context was not enabled */
+  CL_OTEL_EDISABLED = -5, /* the process context was not enabled */
+  CL_OTEL_ETOOMANY = -6, /* more than CL_OTEL_MAX_RESOURCE resource attributes */
+  CL_OTEL_EBUDGET = -7   /* resource attributes over CL_OTEL_MAX_RESOURCE_BYTES */
 } cl_otel_status_t;
 
 const char *cl_otel_strerror(int status);
@@ -83,7 +92,11 @@ CL_EXPORT int cl_otel_v1_enable(void);
 /*
  * Sets resource attribute `key` to `value` (value NULL: removes it) in the
  * published process context, following the OTEP's updating protocol once
- * for all `n` changes.  Keys starting with "threadlocal." are refused.
+ * for all `n` changes.  All of them are applied, or none: the attributes
+ * they would leave are checked first, with those set by earlier calls
+ * (CL_OTEL_ETOOMANY, CL_OTEL_EBUDGET, CL_OTEL_ETOOBIG when the payload
+ * would not fit the mapping, CL_OTEL_ENOMEM), and a refused call changes
+ * nothing.  Keys starting with "threadlocal." are refused (CL_OTEL_EINVAL).
  */
 typedef struct {
   const char *key;
@@ -96,8 +109,10 @@ CL_EXPORT int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n);
 /*
  * The index of `key` in threadlocal.attribute_key_map, appending it (and
  * updating the process context) if it is new.  CL_OTEL_EFULL when the map
- * is full; `*first_refusal` is then true exactly once per process, for the
- * first key refused, so that one warning names it.
+ * is full: it holds CL_OTEL_MAX_KEYS keys, or the payload with this key
+ * would not fit the mapping; the map is then left as it was.
+ * `*first_refusal` is true exactly once per process, for the first key
+ * refused, so that one warning names it.
  */
 CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal);
 

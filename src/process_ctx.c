@@ -53,6 +53,17 @@ _Static_assert(offsetof(cl_otel_ctx_header_t, payload) == 24, "payload is at 24"
 #define PAYLOAD_OFFSET 64
 #define PAYLOAD_CAPACITY (MAPPING_BYTES - PAYLOAD_OFFSET)
 
+/*
+ * The resource attributes' budget leaves room for the key map: with them at
+ * CL_OTEL_MAX_RESOURCE_BYTES, a map of 256 keys of labels (lib/limits.js:
+ * at most 25 bytes each, 4 bytes of tags and lengths around each) and the
+ * schema attribute still fit, so no label key is refused for want of room.
+ */
+#define LABEL_KEY_BYTES 25
+_Static_assert(CL_OTEL_MAX_RESOURCE_BYTES + 16 + 64 + CL_OTEL_MAX_KEYS * (LABEL_KEY_BYTES + 4) + 64 <=
+                   PAYLOAD_CAPACITY,
+               "the resource budget leaves room for a full key map of label keys");
+
 static const char NAME[] = "OTEL_CTX";
 static const char RESERVED_PREFIX[] = "threadlocal.";
 
@@ -101,8 +112,10 @@ const char *cl_otel_strerror(int status) {
     case CL_OTEL_ENOMEM: return "out of memory for the OpenTelemetry process context";
     case CL_OTEL_ETOOBIG: return "the OpenTelemetry process context would exceed its 64 KiB mapping";
     case CL_OTEL_EFULL: return "the thread context's key map holds 256 keys already";
-    case CL_OTEL_EINVAL: return "invalid argument";
+    case CL_OTEL_EINVAL: return "an argument beyond the limits of the OpenTelemetry process context";
     case CL_OTEL_EDISABLED: return "the OpenTelemetry thread context is not enabled";
+    case CL_OTEL_ETOOMANY: return "the OpenTelemetry process context would hold more than 128 resource attributes";
+    case CL_OTEL_EBUDGET: return "the resource attributes would take more than 48 KiB of the OpenTelemetry process context";
   }
   return "unknown error";
 }
@@ -234,20 +247,38 @@ size_t cl_otel_encode_payload(unsigned char *out, size_t size,
 
 /* ---- The state and the mapping ---- */
 
-static size_t encode_state(state_t *s) {
-  cl_otel_attr_t resource[CL_OTEL_MAX_RESOURCE];
-  for (size_t i = 0; i < s->n_resource; i++) {
-    resource[i] = (cl_otel_attr_t){(const char *)s->resource_keys[i].bytes, s->resource_keys[i].len,
-                                   (const char *)s->resource_values[i].bytes, s->resource_values[i].len};
-  }
+/*
+ * Encodes into s->scratch the payload of `n_resource` resource attributes
+ * (the state's, or those a change would leave) and the state's key map, of
+ * which the first `n_keys` keys; returns its length, or 0 if it would not
+ * fit the mapping.  Nothing a reader sees changes: write_payload() does that.
+ */
+static size_t encode_payload(state_t *s, const cl_otel_attr_t *resource, size_t n_resource,
+                             size_t n_keys) {
   const char *keys[CL_OTEL_MAX_KEYS];
   size_t lens[CL_OTEL_MAX_KEYS];
-  for (size_t i = 0; i < s->n_keys; i++) {
+  for (size_t i = 0; i < n_keys; i++) {
     keys[i] = (const char *)s->keys[i].bytes;
     lens[i] = s->keys[i].len;
   }
-  return cl_otel_encode_payload(s->scratch, sizeof(s->scratch), resource, s->n_resource, keys,
-                                 lens, s->n_keys);
+  return cl_otel_encode_payload(s->scratch, sizeof(s->scratch), resource, n_resource, keys, lens,
+                                n_keys);
+}
+
+/* The state's resource attributes, as the encoder takes them. */
+static size_t resource_view(const state_t *s, cl_otel_attr_t *out) {
+  for (size_t i = 0; i < s->n_resource; i++) {
+    out[i] = (cl_otel_attr_t){(const char *)s->resource_keys[i].bytes, s->resource_keys[i].len,
+                              (const char *)s->resource_values[i].bytes, s->resource_values[i].len};
+  }
+  return s->n_resource;
+}
+
+/* The payload of the state's resource attributes and its first `n_keys` keys. */
+static size_t encode_state(state_t *s, size_t n_keys) {
+  cl_otel_attr_t resource[CL_OTEL_MAX_RESOURCE];
+  size_t n = resource_view(s, resource);
+  return encode_payload(s, resource, n, n_keys);
 }
 
 /*
@@ -309,7 +340,7 @@ static void *map_context(void) {
 
 /* First publication: payload and fields, a barrier, the signature last. */
 static int publish_first(state_t *s) {
-  size_t len = encode_state(s);
+  size_t len = encode_state(s, s->n_keys);
   if (len == 0) return CL_OTEL_ETOOBIG;
   cl_otel_ctx_header_t *h = map_context();
   if (h == NULL) return CL_OTEL_ENOMEM;
@@ -327,14 +358,14 @@ static int publish_first(state_t *s) {
   return CL_OTEL_OK;
 }
 
-/* The updating protocol: published_at_ns to 0, the new payload, then a new
- * published_at_ns, with barriers between, so that a reader that overlaps
- * the update sees the timestamp change and reads again. */
-static int republish(state_t *s) {
-  if (s->header == NULL) return CL_OTEL_OK; /* published later, as it is then */
-  size_t len = encode_state(s);
-  if (len == 0) return CL_OTEL_ETOOBIG;
+/* The updating protocol: published_at_ns to 0, the new payload (the `len`
+ * bytes encoded in s->scratch), then a new published_at_ns, with barriers
+ * between, so that a reader that overlaps the update sees the timestamp
+ * change and reads again.  Before the first publication there is nothing to
+ * update: publish_first() encodes the state as it is then. */
+static void write_payload(state_t *s, size_t len) {
   cl_otel_ctx_header_t *h = s->header;
+  if (h == NULL) return;
   __atomic_store_n(&h->published_at_ns, 0, __ATOMIC_SEQ_CST);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   unsigned char *payload = (unsigned char *)h + PAYLOAD_OFFSET;
@@ -344,7 +375,6 @@ static int republish(state_t *s) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   __atomic_store_n(&h->published_at_ns, next_timestamp(s), __ATOMIC_SEQ_CST);
   name_mapping(h);
-  return CL_OTEL_OK;
 }
 
 /* The state, made on first use.  Call with the lock held. */
@@ -376,66 +406,149 @@ int cl_otel_v1_enable(void) {
   return status;
 }
 
-/* Applies one change to the resource attributes; false if out of memory. */
-static bool apply_resource(state_t *s, const cl_otel_attr_t *a) {
-  size_t at = 0;
-  while (at < s->n_resource && !same(&s->resource_keys[at], a->key, a->key_len)) at++;
-  if (a->value == NULL) {
-    if (at == s->n_resource) return true;
-    free(s->resource_keys[at].bytes);
-    free(s->resource_values[at].bytes);
-    /* Keep the order the attributes were given in. */
-    memmove(&s->resource_keys[at], &s->resource_keys[at + 1],
-            (s->n_resource - at - 1) * sizeof(string_t));
-    memmove(&s->resource_values[at], &s->resource_values[at + 1],
-            (s->n_resource - at - 1) * sizeof(string_t));
-    s->n_resource--;
-    return true;
-  }
-  string_t value;
-  if (!copy_string(&value, a->value, a->value_len)) return false;
-  if (at < s->n_resource) {
-    free(s->resource_values[at].bytes);
-    s->resource_values[at] = value;
-    return true;
-  }
-  if (!copy_string(&s->resource_keys[at], a->key, a->key_len)) {
-    free(value.bytes);
+/*
+ * A resource attribute as a change would leave it: its bytes (the state's,
+ * or the caller's until they are copied), and which of the state's strings
+ * it keeps, by index, or FROM_CALLER for bytes that the change brings.
+ */
+#define FROM_CALLER ((size_t)-1)
+typedef struct {
+  cl_otel_attr_t attr;
+  size_t key_from, value_from;
+  string_t key_copy, value_copy; /* the copies made of the caller's bytes */
+} proposed_t;
+
+static bool valid_change(const cl_otel_attr_t *a) {
+  if (a->key == NULL || a->key_len == 0 || a->key_len > CL_OTEL_MAX_RESOURCE_KEY) return false;
+  if (a->key_len >= sizeof(RESERVED_PREFIX) - 1 &&
+      memcmp(a->key, RESERVED_PREFIX, sizeof(RESERVED_PREFIX) - 1) == 0)
     return false;
-  }
-  s->resource_values[at] = value;
-  s->n_resource++;
-  return true;
+  return a->value == NULL || a->value_len <= CL_OTEL_MAX_RESOURCE_VALUE;
 }
 
-static bool valid_resource(const state_t *s, const cl_otel_attr_t *attrs, size_t n) {
-  size_t added = 0;
-  for (size_t i = 0; i < n; i++) {
-    const cl_otel_attr_t *a = &attrs[i];
-    if (a->key == NULL || a->key_len == 0 || a->key_len > CL_OTEL_MAX_RESOURCE_KEY) return false;
-    if (a->key_len >= sizeof(RESERVED_PREFIX) - 1 &&
-        memcmp(a->key, RESERVED_PREFIX, sizeof(RESERVED_PREFIX) - 1) == 0)
-      return false;
-    if (a->value != NULL && a->value_len > CL_OTEL_MAX_RESOURCE_VALUE) return false;
-    if (a->value != NULL) added++;
+/*
+ * The resource attributes that the state's, changed by `changes` in order,
+ * would be: written into `out` (room for s->n_resource + n), in the order
+ * they were first given.  Returns how many.
+ */
+static size_t propose(const state_t *s, const cl_otel_attr_t *changes, size_t n, proposed_t *out) {
+  size_t m = 0;
+  for (size_t i = 0; i < s->n_resource; i++) {
+    out[m] = (proposed_t){{(const char *)s->resource_keys[i].bytes, s->resource_keys[i].len,
+                           (const char *)s->resource_values[i].bytes, s->resource_values[i].len},
+                          i, i, {NULL, 0}, {NULL, 0}};
+    m++;
   }
-  return s->n_resource + added <= CL_OTEL_MAX_RESOURCE;
+  for (size_t i = 0; i < n; i++) {
+    const cl_otel_attr_t *c = &changes[i];
+    size_t at = 0;
+    while (at < m && !(out[at].attr.key_len == c->key_len &&
+                       memcmp(out[at].attr.key, c->key, c->key_len) == 0))
+      at++;
+    if (c->value == NULL) {
+      if (at == m) continue;
+      memmove(&out[at], &out[at + 1], (m - at - 1) * sizeof(*out));
+      m--;
+    } else if (at < m) {
+      out[at].attr.value = c->value;
+      out[at].attr.value_len = c->value_len;
+      out[at].value_from = FROM_CALLER;
+    } else {
+      out[m++] = (proposed_t){*c, FROM_CALLER, FROM_CALLER, {NULL, 0}, {NULL, 0}};
+    }
+  }
+  return m;
+}
+
+/* Copies the caller's bytes that `p` keeps; false, having kept none of
+ * them, if out of memory. */
+static bool copy_proposed(proposed_t *p, size_t m) {
+  size_t i;
+  for (i = 0; i < m; i++) {
+    if (p[i].key_from == FROM_CALLER && !copy_string(&p[i].key_copy, p[i].attr.key, p[i].attr.key_len))
+      break;
+    if (p[i].value_from == FROM_CALLER &&
+        !copy_string(&p[i].value_copy, p[i].attr.value, p[i].attr.value_len)) {
+      free(p[i].key_copy.bytes);
+      break;
+    }
+  }
+  if (i == m) return true;
+  while (i-- > 0) {
+    free(p[i].key_copy.bytes);
+    free(p[i].value_copy.bytes);
+  }
+  return false;
+}
+
+/* Makes `p` the state's resource attributes, and frees the strings of the
+ * state that it does not keep. */
+static void commit_proposed(state_t *s, const proposed_t *p, size_t m) {
+  bool key_kept[CL_OTEL_MAX_RESOURCE] = {false};
+  bool value_kept[CL_OTEL_MAX_RESOURCE] = {false};
+  string_t keys[CL_OTEL_MAX_RESOURCE], values[CL_OTEL_MAX_RESOURCE];
+  for (size_t i = 0; i < m; i++) {
+    if (p[i].key_from == FROM_CALLER) {
+      keys[i] = p[i].key_copy;
+    } else {
+      keys[i] = s->resource_keys[p[i].key_from];
+      key_kept[p[i].key_from] = true;
+    }
+    if (p[i].value_from == FROM_CALLER) {
+      values[i] = p[i].value_copy;
+    } else {
+      values[i] = s->resource_values[p[i].value_from];
+      value_kept[p[i].value_from] = true;
+    }
+  }
+  for (size_t i = 0; i < s->n_resource; i++) {
+    if (!key_kept[i]) free(s->resource_keys[i].bytes);
+    if (!value_kept[i]) free(s->resource_values[i].bytes);
+  }
+  memcpy(s->resource_keys, keys, m * sizeof(string_t));
+  memcpy(s->resource_values, values, m * sizeof(string_t));
+  s->n_resource = m;
+}
+
+/*
+ * Checks what the attributes `p` (m of them, from propose()) would make of
+ * the process context: their count, their bytes, and a payload that fits
+ * the mapping beside the key map; then copies the caller's bytes.  Only
+ * then does the state change, and from then on nothing can fail.
+ */
+static int apply_proposed(state_t *s, proposed_t *p, size_t m) {
+  if (m > CL_OTEL_MAX_RESOURCE) return CL_OTEL_ETOOMANY;
+  cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE];
+  size_t bytes = 0;
+  for (size_t i = 0; i < m; i++) {
+    attrs[i] = p[i].attr;
+    bytes += string_attribute_size(p[i].attr.key_len, p[i].attr.value_len);
+  }
+  if (bytes > CL_OTEL_MAX_RESOURCE_BYTES) return CL_OTEL_EBUDGET;
+  size_t len = encode_payload(s, attrs, m, s->n_keys);
+  if (len == 0) return CL_OTEL_ETOOBIG;
+  if (!copy_proposed(p, m)) return CL_OTEL_ENOMEM;
+  commit_proposed(s, p, m);
+  /* s->scratch holds the payload of the state as committed. */
+  write_payload(s, len);
+  return CL_OTEL_OK;
+}
+
+/* Applies `changes`, all or none.  Call with the lock held. */
+static int change_resource(state_t *s, const cl_otel_attr_t *changes, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!valid_change(&changes[i])) return CL_OTEL_EINVAL;
+  proposed_t *p = malloc((s->n_resource + n + 1) * sizeof(*p)); /* owner: this call */
+  if (p == NULL) return CL_OTEL_ENOMEM;
+  int status = apply_proposed(s, p, propose(s, changes, n, p));
+  free(p);
+  return status;
 }
 
 int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n) {
   pthread_mutex_lock(&lock);
   state_t *s = state();
-  int status = CL_OTEL_OK;
-  if (s == NULL) {
-    status = CL_OTEL_ENOMEM;
-  } else if (!valid_resource(s, attrs, n)) {
-    status = CL_OTEL_EINVAL;
-  } else {
-    for (size_t i = 0; i < n && status == CL_OTEL_OK; i++)
-      if (!apply_resource(s, &attrs[i])) status = CL_OTEL_ENOMEM;
-    int published = republish(s);
-    if (status == CL_OTEL_OK) status = published;
-  }
+  int status = s == NULL ? CL_OTEL_ENOMEM : change_resource(s, attrs, n);
   pthread_mutex_unlock(&lock);
   return status;
 }
@@ -456,25 +569,30 @@ int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal) {
       goto done;
     }
   }
-  if (s->n_keys == CL_OTEL_MAX_KEYS) {
+  /* A key is appended when the map has room for it, by count and in the
+   * mapping: the payload with it is encoded first, and only then is the
+   * map changed and the payload published.  A key refused either way is
+   * left out of records, as when the map is full. */
+  bool fits = s->n_keys < CL_OTEL_MAX_KEYS;
+  size_t payload_len = 0;
+  if (fits) {
+    if (!copy_string(&s->keys[s->n_keys], key, len)) {
+      result = CL_OTEL_ENOMEM;
+      goto done;
+    }
+    payload_len = encode_state(s, s->n_keys + 1);
+    fits = payload_len != 0;
+    if (!fits) free(s->keys[s->n_keys].bytes);
+  }
+  if (!fits) {
     *first_refusal = !s->refused;
     s->refused = true;
     result = CL_OTEL_EFULL;
     goto done;
   }
-  if (!copy_string(&s->keys[s->n_keys], key, len)) {
-    result = CL_OTEL_ENOMEM;
-    goto done;
-  }
   s->n_keys++;
-  result = republish(s);
-  if (result != CL_OTEL_OK) {
-    /* It did not fit: the key stays out, and the map as it was. */
-    free(s->keys[--s->n_keys].bytes);
-    (void)republish(s);
-  } else {
-    result = (int)(s->n_keys - 1);
-  }
+  write_payload(s, payload_len);
+  result = (int)(s->n_keys - 1);
 done:
   pthread_mutex_unlock(&lock);
   return result;

@@ -49,6 +49,79 @@ describe('bad input', () => {
     });
   }
 
+  it('says what a value may be, and calls a plain object an object, from this realm or another', () => {
+    const vm = require('node:vm');
+    const may = 'must be a string, number, boolean, bigint, null or undefined, got';
+    for (const [value, what] of [
+      [{}, 'an object'], [vm.runInNewContext('({})'), 'an object'], [Object.create(null), 'an object'],
+      [[], 'an array'], [new Map(), 'an instance of Map'], [Symbol('s'), 'type symbol'], [() => {}, 'type function'],
+    ]) {
+      assert.throws(() => withLabels({ a: value }, () => {}), (err) => {
+        assert.ok(err instanceof TypeError);
+        assert.equal(err.message, `withLabels: labels["a"] ${may} ${what}`);
+        return true;
+      });
+    }
+  });
+
+  it('describes a value in the same words at every entry point', () => {
+    const { enableThreadContext } = require('..');
+    const { spanLabels } = require('../lib/otel');
+    const manager = { active() {}, with() {}, bind() {}, enable() {}, disable() {} };
+    for (const [value, what] of [[new Date(0), 'an instance of Date'], ['x'.repeat(100), /the string "x{60}"… \(100 characters\)/], [[], 'an array']]) {
+      const messages = [];
+      for (const attempt of [
+        () => withLabels(value, () => {}),
+        () => enterLabels(value),
+        () => withLabels({ a: 'b' }, value),
+        () => enableThreadContext(value),
+        () => enableThreadContext({ resource: value }),
+        () => spanLabels(manager, value),
+      ]) {
+        assert.throws(attempt, (err) => {
+          assert.ok(err instanceof TypeError, err.message);
+          messages.push(err.message);
+          return true;
+        });
+      }
+      for (const message of messages) {
+        if (typeof what === 'string') assert.ok(message.endsWith(`got ${what}`), message);
+        else assert.match(message, what);
+      }
+    }
+  });
+
+  it('quotes at most 60 characters of a string the caller passed, at every entry point, and says how long it was', () => {
+    const { enableThreadContext } = require('..');
+    const { spanLabels } = require('../lib/otel');
+    const manager = { active() {}, with() {}, bind() {}, enable() {}, disable() {} };
+    const long = 'k'.repeat(100000);
+    const cut = `"${'k'.repeat(60)}"… (100000 characters)`;
+    for (const [attempt, type] of [
+      [() => withLabels({ [long]: 'v' }, () => {}), RangeError],
+      [() => withLabels({ [long]: {} }, () => {}), TypeError],
+      [() => enterLabels({ [long]: 'v' }), RangeError],
+      [() => withLabels(long, () => {}), TypeError],
+      [() => enableThreadContext({ [long]: 'x' }), TypeError],
+      [() => enableThreadContext({ resource: { [long]: 'x' } }), RangeError],
+      [() => spanLabels(manager, { [long]: true }), TypeError],
+      [() => spanLabels(manager, { spanName: long }), TypeError],
+    ]) {
+      assert.throws(attempt, (err) => {
+        assert.ok(err instanceof type, `${err.name}: ${err.message.slice(0, 200)}`);
+        assert.ok(err.message.includes(cut), err.message.slice(0, 200));
+        assert.ok(err.message.length < 250, `${err.message.length} characters: ${err.message.slice(0, 200)}`);
+        return true;
+      });
+    }
+    // A cut never splits a character in two.
+    assert.throws(() => withLabels({ [`a${'\u{1f600}'.repeat(1000)}`]: 'v' }, () => {}), (err) => {
+      assert.ok(err.message.isWellFormed(), 'no lone surrogate in the message');
+      assert.match(err.message, /"a(\u{1f600}){29}"… \(2001 characters\) is 4001 bytes in UTF-8/u);
+      return true;
+    });
+  });
+
   it('accepts a plain object made in another realm, and names what it refuses without contradiction', () => {
     const vm = require('node:vm');
     withLabels(vm.runInNewContext('({ route: "/vm" })'), () => assert.deepEqual(tls.published(), { route: '/vm' }));

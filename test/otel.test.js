@@ -248,7 +248,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
       assert.match(dropped[0].message, /did not fit in the current label set/);
     });
 
-    it('an inner span that does not fit does not run with the outer span\'s ids', () => {
+    it('an inner span that does not fit runs with its own ids, not the outer span\'s, without its local root', () => {
       // With the local root on, a remote parent has 2 span labels and a
       // span started under it 3: 8 + 2 fit, 8 + 3 do not.
       register({ localRootSpanId: true });
@@ -257,11 +257,52 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
       withLabels(eight, () => context.with(trace.setSpanContext(ROOT_CONTEXT, REMOTE), () => {
         assert.deepEqual(traceKeys(), { trace_id: REMOTE.traceId, span_id: REMOTE.spanId });
         tracer.startActiveSpan('server', (span) => {
-          assert.deepEqual(tls.published(), eight);
+          assert.deepEqual(tls.published(), { ...eight, ...idsOf(span) });
           span.end();
         });
         assert.deepEqual(traceKeys(), { trace_id: REMOTE.traceId, span_id: REMOTE.spanId });
       }));
+    });
+
+    it('when a span\'s labels would not fit, its name goes first, then its local root; its ids stay, and the warning names what went', async () => {
+      const eight = {};
+      for (let i = 0; i < limits.maxLabels - 2; i++) eight[`k${i}`] = String(i);
+      const warnings = [];
+      const onWarning = (w) => warnings.push(w);
+      process.on('warning', onWarning);
+      const seen = {};
+      try {
+        // 8 labels and trace_id, span_id, span_name: 11.
+        register({ spanName: true });
+        withLabels(eight, () => tracer.startActiveSpan('named', (span) => {
+          seen.name = { published: tls.published(), ids: idsOf(span) };
+          span.end();
+        }));
+        // 8 labels and the ids, the local root and the name: 12.
+        register({ spanName: true, localRootSpanId: true });
+        withLabels(eight, () => tracer.startActiveSpan('rooted', (span) => {
+          seen.both = { published: tls.published(), ids: idsOf(span) };
+          // A nested span, and a function bound to the span, the same way.
+          tracer.startActiveSpan('child', (child) => {
+            seen.child = { published: tls.published(), ids: idsOf(child) };
+            child.end();
+          });
+          seen.bound = context.bind(context.active(), () => tls.published());
+          span.end();
+        }));
+        seen.boundCall = withLabels({ other: 'x' }, () => seen.bound());
+        await tick(); // warnings are emitted on the next tick
+      } finally {
+        process.removeListener('warning', onWarning);
+      }
+      assert.deepEqual(seen.name.published, { ...eight, ...seen.name.ids }, 'the ids are kept, the name left out');
+      assert.deepEqual(seen.both.published, { ...eight, ...seen.both.ids }, 'the ids are kept, the name and the local root left out');
+      assert.deepEqual(seen.child.published, { ...eight, ...seen.child.ids });
+      assert.deepEqual(seen.boundCall, { ...eight, ...seen.both.ids });
+      const dropped = warnings.filter((w) => w.code === 'CUSTOMLABELS_SPAN_LABELS_DROPPED').map((w) => w.message);
+      assert.equal(dropped.length, 2, dropped.join('\n'));
+      assert.match(dropped[0], /did not fit in the current label set \(withLabels: a label set holds at most 10 labels; this one would hold 11\), so that context runs without span_name \(its trace_id and span_id are kept\)/);
+      assert.match(dropped[1], /would hold 12\), so that context runs without span_name, local_root_span_id \(its trace_id and span_id are kept\)/);
     });
   });
 

@@ -199,6 +199,14 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       assert.equal(r.bound, inSpan, 'a function bound to the span\'s context runs with its record');
     });
 
+    it('a span whose name does not fit beside eight labels keeps its ids, in the labels and in the record\'s header', function () {
+      const { ids, record: seen, abi } = r.crowded;
+      const eight = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`k${i}`, String(i)]));
+      assert.deepEqual(abi, { ...eight, trace_id: ids.traceId, span_id: ids.spanId });
+      // k0..k7 follow route, span_name and user in the key map.
+      assert.equal(seen, record({ traceId: ids.traceId, spanId: ids.spanId, flags: 1, attrs: Object.values(eight).map((v, i) => [3 + i, v]) }));
+    });
+
     it('a context without the span has zero ids; another span context brings its own ids and flags', function () {
       assert.equal(r.root, record({ attrs: [[0, '/r']] }));
       assert.equal(r.unsampled, record({ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', flags: 0, attrs: [[0, '/r']] }));
@@ -240,6 +248,83 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
     assert.match(r.warnings[0].message, /"late"/);
   });
 
+  describe('resource attributes: limits on what a change leaves, and a change made whole or not at all', function () {
+    // A step of the scenarios: { error, unchanged (what a reader of the
+    // mapping sees, header and payload, is as before the call), after }.
+    function refused(step, message) {
+      assert.ok(step.error, 'the call threw');
+      assert.equal(step.error.name, 'RangeError', step.error.message);
+      assert.match(step.error.message, /^enableThreadContext: /);
+      assert.match(step.error.message, message);
+      assert.equal(step.unchanged, true, 'a reader sees the mapping exactly as before the call');
+    }
+
+    it('at 128 attributes, one can be updated, or one removed and one added in a call; a 129th is refused, naming the limit', function () {
+      const r = scenario('updateAtCount');
+      const full = {};
+      for (let i = 0; i < 128; i++) full[`a${i}`] = 'v';
+      assert.equal(r.fill.error, null);
+      assert.equal(r.fill.after.payload, payload(full, []));
+      assert.equal(r.update.error, null, r.update.error?.message);
+      assert.equal(r.update.after.payload, payload({ ...full, a0: 'w' }, []));
+      assert.equal(r.swap.error, null, r.swap.error?.message);
+      const swapped = { ...full, a0: 'w', b: 'new' };
+      delete swapped.a1;
+      assert.equal(r.swap.after.payload, payload(swapped, []));
+      refused(r.over, /with options\.resource, the process context would hold more than 128 resource attributes \(the attributes set by earlier calls count too\); nothing was changed/);
+      // The update in the same call is not made either.
+      refused(r.overAndUpdate, /more than 128 resource attributes/);
+      assert.equal(r.overAndUpdate.after.payload, payload(swapped, []));
+    });
+
+    it('the 48 KiB budget holds for all the attributes, to the byte; a refused call leaves nothing behind, and labels keep working', function () {
+      const r = scenario('budget');
+      const s = r.steps;
+      const batch = (prefix) => Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`${prefix}${i}`, prefix.repeat(4000)]));
+      assert.equal(r.budget, 48 * 1024);
+      assert.equal(s.first.error, null);
+      assert.equal(s.first.after.payload, payload(batch('a'), []));
+      // Each call of 40 KB fits the budget alone; with the first one's, not.
+      refused(s.second, /with options\.resource, the resource attributes would take more than 49152 bytes of the process context/);
+      refused(s.third, /more than 49152 bytes/);
+      // The next publication (a label key seen for the first time) carries
+      // the first call's attributes alone: nothing of the refused calls.
+      assert.equal(s.labels, record({ attrs: [[0, '1']] }), 'withLabels with a new key works, and its record has the key');
+      assert.equal(s.afterLabels.payload, payload(batch('a'), ['fresh']));
+      // What counts is what a change leaves: ten removed, ten added.
+      assert.equal(s.swap.error, null, s.swap.error?.message);
+      assert.equal(s.swap.after.payload, payload(batch('b'), ['fresh']));
+      // To the byte, counted from the protobuf encoding of the attributes:
+      // in one call (checked before the call reaches the process context),
+      // then with an attribute set before.
+      const exact = s.exactResource;
+      const encoded = Object.entries(exact).reduce((n, [k, v]) => n + field(1, keyValue(k, str(v))).length, 0);
+      assert.equal(encoded, 48 * 1024, 'the scenario fills the budget to the byte');
+      refused(s.overInOneCall, /options\.resource takes 49153 bytes as encoded; the resource attributes may take at most 49152 bytes/);
+      assert.equal(s.exact.error, null, s.exact.error?.message);
+      assert.equal(s.exact.after.payload, payload(exact, ['fresh']));
+      refused(s.oneMore, /more than 49152 bytes/);
+    });
+
+    it('a label key the key map has no room for in the mapping is left out of records, with the warning of a full map, even inside an async hook', function () {
+      const r = scenario('keysByBytes');
+      const { seen, warnings } = r;
+      assert.deepEqual(seen.filled, seen.filled.map((_, i) => i), 'the long keys are appended in order');
+      assert.ok(seen.filled.length < 256, `refused for room, not for the count (${seen.filled.length} keys)`);
+      assert.ok(seen.room < 20, `${seen.room} bytes of the mapping left`);
+      // A set made before enabling, written again in the timer's hook.
+      assert.equal(seen.inTimer.record, record({}), 'the key is left out of the record');
+      assert.deepEqual(seen.inTimer.abi, { early_key_of_21_bytes: 'e' }, 'ABI v1 keeps it');
+      assert.equal(seen.later.record, record({}));
+      assert.deepEqual(seen.later.abi, { a_later_key_of_22_byte: 'x' });
+      assert.equal(keyMap(seen.context.payload).length, seen.filled.length, 'the map is as it was');
+      assert.ok(seen.context.payloadSize <= 65536 - 64);
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.equal(warnings[0].code, 'CUSTOMLABELS_OTEL_KEYS_FULL');
+      assert.match(warnings[0].message, /key map is full .* label "early_key_of_21_bytes" and every key after it are left out/);
+    });
+  });
+
   it('bad options throw TypeError or RangeError naming the argument, and publish nothing', function () {
     const r = scenario('errors');
     const expected = [
@@ -252,7 +337,7 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
       ['RangeError', /options\.resource\["service\.name"\] must be at most 4096 bytes/],
       ['RangeError', /options\.resource\["service\.name"\] must be at most 4096 bytes of well-formed/],
       ['RangeError', /options\.resource has 129 attributes/],
-      ['RangeError', /options\.resource takes about \d+ bytes/],
+      ['RangeError', /options\.resource takes \d+ bytes as encoded; the resource attributes may take at most 49152 bytes/],
     ];
     assert.equal(r.errors.length, expected.length);
     r.errors.forEach((err, i) => {

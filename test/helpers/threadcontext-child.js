@@ -72,6 +72,15 @@ function abi() {
 
 const out = (value) => fs.writeSync(1, `${JSON.stringify(value)}\n`);
 
+// The bytes a resource attribute (key ASCII, value of `length` ASCII
+// bytes) takes in the payload, by the protobuf rules: Resource.attributes
+// (a KeyValue { key = 1; AnyValue value = 2 { string_value = 1 } }).
+function encodedAttribute(key, length) {
+  const varint = (n) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : 3);
+  const field = (n) => 1 + varint(n) + n;
+  return field(field(key.length) + field(field(length)));
+}
+
 const scenarios = {
   // Nothing is published before enableThreadContext, however much is labeled.
   before() {
@@ -129,6 +138,15 @@ const scenarios = {
     }));
     seen.after = record();
     seen.keys = processContext();
+    // Eight labels leave no room for span_name: the ids stay, in the labels
+    // and in the record's header.
+    const eight = {};
+    for (let i = 0; i < 8; i++) eight[`k${i}`] = String(i);
+    seen.crowded = cl.withLabels(eight, () => tracer.startActiveSpan('crowded', (span) => {
+      const crowded = { ids: span.spanContext(), record: record(), abi: abi() };
+      span.end();
+      return crowded;
+    }));
     out(seen);
   },
 
@@ -206,6 +224,126 @@ const scenarios = {
     });
     process.stdin.on('end', () => process.exit(0));
     setImmediate(step);
+  },
+
+  // The resource attributes' limits hold for what a change leaves, with
+  // the attributes of earlier calls: at 128 attributes one can still be
+  // updated, or one removed and another added in the same call; a 129th is
+  // refused, naming the limit, and changes nothing a reader sees.
+  updateAtCount() {
+    const cl = require(ROOT);
+    const full = {};
+    for (let i = 0; i < 128; i++) full[`a${i}`] = 'v';
+    const steps = {};
+    const attempt = (name, resource) => {
+      const before = processContext();
+      let error = null;
+      try {
+        cl.enableThreadContext({ resource });
+      } catch (err) {
+        error = { name: err.name, message: err.message };
+      }
+      steps[name] = { error, unchanged: JSON.stringify(before) === JSON.stringify(processContext()), after: processContext() };
+    };
+    attempt('fill', full);
+    attempt('update', { a0: 'w' });
+    attempt('swap', { a1: null, b: 'new' });
+    attempt('over', { c: 'one too many' });
+    attempt('overAndUpdate', { a2: 'changed', c: 'one too many' });
+    out(steps);
+  },
+
+  // The byte budget holds for the whole, not for each call: three calls of
+  // 40 KB each; then a call that frees room and adds in the same breath;
+  // then the budget to the byte.  A refused call changes nothing, now or
+  // when the payload is next published (a new label key), and labels keep
+  // working.
+  budget() {
+    const cl = require(ROOT);
+    const budget = binding.layout.otelMaxResourceBytes;
+    const batch = (prefix) => {
+      const r = {};
+      for (let i = 0; i < 10; i++) r[`${prefix}${i}`] = prefix.repeat(4000);
+      return r;
+    };
+    const steps = {};
+    const attempt = (name, resource) => {
+      const before = processContext();
+      let error = null;
+      try {
+        cl.enableThreadContext({ resource });
+      } catch (err) {
+        error = { name: err.name, message: err.message };
+      }
+      steps[name] = { error, unchanged: JSON.stringify(before) === JSON.stringify(processContext()), after: processContext() };
+    };
+    attempt('first', batch('a'));
+    attempt('second', batch('b'));
+    attempt('third', batch('c'));
+    steps.labels = cl.withLabels({ fresh: '1' }, () => record());
+    steps.afterLabels = processContext();
+    const swap = batch('b');
+    for (let i = 0; i < 10; i++) swap[`a${i}`] = null;
+    attempt('swap', swap);
+    // To the byte: attributes whose encoding (a KeyValue in
+    // Resource.attributes, counted here from the protobuf rules) takes the
+    // whole budget, then one byte more.
+    const clear = {};
+    for (let i = 0; i < 10; i++) clear[`b${i}`] = null;
+    attempt('clear', clear);
+    const exact = {};
+    let left = budget;
+    for (let i = 0; left > 0; i++) {
+      const key = `e${i}`;
+      let length = Math.min(4096, left);
+      while (length > 0 && encodedAttribute(key, length) > left) length--;
+      exact[key] = 'x'.repeat(length);
+      left -= encodedAttribute(key, length);
+      if (length === 0 && left > 0) throw new Error(`cannot fill the budget to the byte: ${left} left`);
+    }
+    const last = Object.keys(exact).pop();
+    attempt('overInOneCall', { ...exact, [last]: `${exact[last]}x` });
+    attempt('exact', exact);
+    steps.exactResource = exact;
+    attempt('oneMore', { [last]: `${exact[last]}x` });
+    out({ budget, steps });
+  },
+
+  // A key that does not fit in the key map for the room it takes in the
+  // process context (keys of other programs using the process context can
+  // be longer than labels' keys) is left out of records, as when the map is
+  // full, warned about once, naming it; never thrown, not even while a set
+  // is written again inside an async hook.
+  keysByBytes() {
+    const cl = require(ROOT);
+    const warnings = [];
+    process.on('warning', (w) => warnings.push({ code: w.code, message: w.message }));
+    const seen = {};
+    // Made before the thread context is on: its record is written when it
+    // is next published, inside the timer's async hook.
+    cl.withLabels({ early_key_of_21_bytes: 'e' }, () => setTimeout(() => {
+      seen.inTimer = { record: record(), abi: abi() };
+    }, 50));
+    cl.enableThreadContext();
+    // Fill the map with long keys until under 20 bytes of the mapping are
+    // left, too few for a key of 20 bytes or more, and far fewer than 256
+    // keys are in it.
+    const CAPACITY = 65536 - 64;
+    const filled = [];
+    for (let i = 0; ; i++) {
+      const room = CAPACITY - binding.otelPayload().length;
+      if (room < 20) break;
+      const length = Math.min(255, room > 300 ? 255 : room - 18);
+      const key = `${String(i).padStart(3, '0')}`.padEnd(length, 'k');
+      filled.push(binding.otelKeyIndex(key));
+    }
+    seen.filled = filled;
+    seen.room = CAPACITY - binding.otelPayload().length;
+    setTimeout(() => {
+      seen.later = cl.withLabels({ a_later_key_of_22_byte: 'x' }, () => ({ record: record(), abi: abi() }));
+      seen.context = processContext();
+      setImmediate(() => out({ seen, warnings }));
+    }, 100);
   },
 
   // Bad options change nothing.
