@@ -523,6 +523,27 @@ static napi_value otel_header(napi_env env, napi_callback_info info) {
   return number(env, (double)(uintptr_t)cl_otel_v1_header());
 }
 
+/*
+ * tls(): { static, offset, warn } for this module's TLS block on the
+ * calling thread: whether readers find custom_labels_current_set at the
+ * thread pointer plus its descriptor's second word (src/abi.c), that word,
+ * and whether this caller is the one in the process that warns when they
+ * do not.
+ */
+static napi_value tls_placement(napi_env env, napi_callback_info info) {
+  (void)info;
+  long offset = 0;
+  bool is_static = cl_static_tls(&offset);
+  napi_value result, flag, warn;
+  CALL(env, napi_create_object(env, &result));
+  CALL(env, napi_get_boolean(env, is_static, &flag));
+  CALL(env, napi_set_named_property(env, result, "static", flag));
+  if (!set_number(env, result, "offset", (double)offset)) return NULL;
+  CALL(env, napi_get_boolean(env, !is_static && cl_claim_dynamic_warning(), &warn));
+  CALL(env, napi_set_named_property(env, result, "warn", warn));
+  return result;
+}
+
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
@@ -566,6 +587,10 @@ static napi_value layout(napi_env env) {
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  /* Before anything else: a module that Node unloads when this environment
+   * ends would come back elsewhere in TLS (src/abi.c).  Where it cannot be
+   * kept, tls() still tells where it is. */
+  cl_stay_loaded();
   /* Owner: the environment, through instance data; freed by destroy_state. */
   addon_state_t *state = malloc(sizeof(*state));
   if (state == NULL) {
@@ -599,6 +624,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
       {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
