@@ -88,6 +88,11 @@ function load() {
 const { binding, file, reason } = load();
 if (binding) checkPeers(binding, file);
 
+// Readers outside the process tell this thread from the others by Node's
+// threadId, which Node 20 and 22 do not put in the thread's name
+// (src/abi.c cl_thread_mark).
+if (binding) binding.markThread(require('node:worker_threads').threadId);
+
 // glibc puts a dlopen()ed module in static TLS only while its surplus for
 // such modules lasts; past that, in dynamic TLS, where eBPF profilers read
 // garbage instead of the labels and nothing else would show it.  The

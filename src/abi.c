@@ -16,8 +16,14 @@
  * On x86-64 the block is the 16 bytes, in the order, that the compiler gave
  * the two variables before.
  */
-#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE, memfd_create */
 #include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "customlabels.h"
 #include "glibc_compat.h"
@@ -145,4 +151,51 @@ static int dynamic_told;
 
 bool cl_claim_dynamic_warning(void) {
   return __atomic_exchange_n(&dynamic_told, 1, __ATOMIC_RELAXED) == 0;
+}
+
+/*
+ * Telling Node's threads apart from outside.  Node 20 and 22 give every
+ * worker thread the kernel name "node", so a reader that lists a process's
+ * threads cannot say which worker is which.  Each environment that loads
+ * the addon leaves its kernel thread id and Node's threadId where any
+ * reader finds them, in /proc/PID/maps: the name of an empty memfd, mapped
+ * without access for as long as the environment lives,
+ *
+ *   /memfd:customlabels-thread tid=4250 threadId=3 (deleted)
+ *
+ * memfd names show on every kernel since 3.17, unlike names of anonymous
+ * memory (5.17, and only where built in); the file is empty and the
+ * mapping PROT_NONE, so it costs no memory and no TLS, and nothing ever
+ * reads a byte of it: the name is the message.  A forked child does not
+ * inherit it (MADV_DONTFORK): its threads have other ids.
+ *
+ * Returns the mapping, or NULL where one could not be made (the addon works
+ * the same, readers just cannot name the thread).  Owner: the calling
+ * thread's environment (src/addon.c), which unmaps it with
+ * cl_thread_unmark() when it is torn down.
+ */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+void *cl_thread_mark(uint64_t thread_id, size_t *bytes) {
+  char name[96];
+  /* The tid through syscall(): glibc's gettid() is newer (2.30) than the
+   * glibc the addon needs (src/glibc_compat.h). */
+  snprintf(name, sizeof(name), "customlabels-thread tid=%ld threadId=%" PRIu64,
+           (long)syscall(SYS_gettid), thread_id);
+  /* Kernels from 6.3 on log a line for a memfd that says neither. */
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+  if (fd < 0 && errno == EINVAL) fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return NULL;
+  *bytes = (size_t)sysconf(_SC_PAGESIZE);
+  void *mark = mmap(NULL, *bytes, PROT_NONE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mark == MAP_FAILED) return NULL;
+  madvise(mark, *bytes, MADV_DONTFORK);
+  return mark;
+}
+
+void cl_thread_unmark(void *mark, size_t bytes) {
+  if (mark != NULL) munmap(mark, bytes);
 }

@@ -75,6 +75,17 @@ bool cl_static_tls(long *offset);
 bool cl_claim_dynamic_warning(void);
 
 /*
+ * Names the calling thread for readers outside the process: a mapping
+ * that /proc/PID/maps lists as
+ * "/memfd:customlabels-thread tid=TID threadId=ID (deleted)", where ID is
+ * Node's threadId (src/abi.c says why and how).  Returns the mapping and
+ * its size in `bytes`, or NULL; the caller owns it and gives it back with
+ * cl_thread_unmark().
+ */
+void *cl_thread_mark(uint64_t thread_id, size_t *bytes);
+void cl_thread_unmark(void *mark, size_t bytes);
+
+/*
  * Where Parca Agent reads the calling thread's pointer when that is not the
  * slot itself: on aarch64, a place in this module's TLS block that the
  * writer keeps equal to the slot, written before it.  NULL where no copy is
