@@ -12,10 +12,16 @@
 // then "ready PID", and exits when its standard input closes.
 //   node pool-child.js ROOT TP_ADDON COUNT
 
+const fs = require('node:fs');
 const { Worker } = require('node:worker_threads');
+const { descriptorOffset } = require('./descriptor');
 
 const [root, tpAddon, count] = process.argv.slice(2);
 const COUNT = Number(count);
+// The addon's file, as lib/native.js finds it (node-gyp-build only looks),
+// and where its descriptor is: read once, here, rather than in each worker.
+const file = fs.realpathSync(require(require.resolve('node-gyp-build', { paths: [root] })).path(root));
+const offset = descriptorOffset(file);
 
 // In each worker: the module's TLSDESC descriptor for
 // custom_labels_current_set, read from its GOT (test/helpers/descriptor.js),
@@ -28,8 +34,9 @@ const SOURCE = `
   process.on('warning', (warning) => warnings.push(warning.code ?? warning.name));
   const { withLabels } = require(w.root);
   const { binding, file } = require(w.root + '/lib/native');
-  const { descriptor, peek, word } = require(w.descriptor);
-  const d = descriptor(fs.realpathSync(file));
+  const { descriptorAt, peek, word } = require(w.descriptor);
+  if (fs.realpathSync(file) !== w.file) throw new Error(\`loaded \${file}, not \${w.file}\`);
+  const d = descriptorAt(w.file, w.offset);
   const code = peek(d.resolver, 12).toString('hex');
   const tp = require(w.tpAddon).threadPointer();
   // In dynamic TLS, thread pointer + descriptor[1] may be no address at all.
@@ -59,7 +66,7 @@ function run(n, last) {
   return new Promise((resolve, reject) => {
     const worker = new Worker(SOURCE, {
       eval: true,
-      workerData: { root, tpAddon, descriptor: require.resolve('./descriptor'), n, last, flag },
+      workerData: { root, tpAddon, descriptor: require.resolve('./descriptor'), file, offset, n, last, flag },
     });
     worker.once('message', (report) => resolve(last ? report : new Promise((done) => {
       worker.once('exit', () => done(report));
