@@ -105,6 +105,31 @@ typedef struct {
 int cld_tasks_list(pid_t pid, cld_tasks_t *tasks);
 void cld_tasks_free(cld_tasks_t *tasks);
 
+/*
+ * Node.js's threadId of each thread that loaded the customlabels addon: the
+ * addon names an empty memfd mapping per thread, which /proc/PID/maps lists
+ * as "/memfd:customlabels-thread tid=TID threadId=ID (deleted)".  Node 20
+ * and 22 name every worker thread "node"; this tells them apart.
+ */
+typedef struct {
+  pid_t tid;
+  uint64_t id;
+} cld_node_thread_t;
+
+typedef struct {
+  cld_node_thread_t *list; /* sorted by tid; owned, freed by cld_node_threads_free */
+  size_t count;
+  size_t capacity;
+} cld_node_threads_t;
+
+/* Reads them again from /proc/PID/maps (none if unreadable). */
+void cld_node_threads_read(pid_t pid, cld_node_threads_t *threads);
+/* The thread's threadId, if it has one. */
+bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *id);
+void cld_node_threads_free(cld_node_threads_t *threads);
+/* The table's cell for it: "main" (threadId 0), "worker ID", or "" if none. */
+void cld_node_thread_cell(const cld_node_threads_t *threads, pid_t tid, char *cell, size_t size);
+
 /* ---- Running with privilege (privilege.c) ---- */
 
 /* Whom this program may read for, when it runs with more privilege than
@@ -487,6 +512,7 @@ typedef struct {
   unsigned hz;
   double duration;
   bool json;
+  bool progress;            /* show progress on stderr, a terminal: one line, redrawn */
   const cld_guard_t *guard; /* checked again before the report is printed */
 } cld_sample_options_t;
 

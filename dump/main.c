@@ -1,6 +1,6 @@
 /*
- * customlabels-dump [--json] PID
- * customlabels-dump [--json] --sample HZ [--duration SECONDS] PID
+ * customlabels-dump [--json] [--verbose] PID
+ * customlabels-dump [--json] [--verbose] --sample HZ [--duration SECONDS] PID
  *
  * Prints every thread's current Custom Label ABI v1 label set and
  * OpenTelemetry thread context record, with the process's OpenTelemetry
@@ -27,8 +27,8 @@
 #define WATCHDOG_SECONDS 120
 
 static const char usage_text[] =
-    "usage: customlabels-dump [--json] PID\n"
-    "       customlabels-dump [--json] --sample HZ [--duration SECONDS] PID\n"
+    "usage: customlabels-dump [--json] [--verbose] PID\n"
+    "       customlabels-dump [--json] [--verbose] --sample HZ [--duration SECONDS] PID\n"
     "\n"
     "Prints what every thread of process PID publishes, read from outside the way a\n"
     "profiler reads it: its Custom Label ABI v1 label set, and its OpenTelemetry\n"
@@ -36,7 +36,8 @@ static const char usage_text[] =
     "attributes named by the OpenTelemetry process context's key map, which is\n"
     "printed first).  With --sample, samples the threads that are running HZ times\n"
     "a second for SECONDS (default 5) and prints the share of samples per label set\n"
-    "and record attributes.  --json prints one JSON object per line.\n"
+    "and record attributes, with progress on a terminal.  --json prints one JSON\n"
+    "object per line.  --verbose also says what was found and left unread.\n"
     "\n"
     "exit codes: 0 ok, 1 error, 2 usage, 3 no such process, 4 permission denied,\n"
     "            5 neither the ABI nor otel_thread_ctx_v1 exported,\n"
@@ -44,6 +45,7 @@ static const char usage_text[] =
 
 typedef struct {
   bool json;
+  bool verbose;
   bool sample;
   unsigned hz;
   double duration;
@@ -72,6 +74,8 @@ static int parse(int argc, char **argv, options_t *o) {
     const char *a = argv[i];
     if (strcmp(a, "--json") == 0) {
       o->json = true;
+    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+      o->verbose = true;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(usage_text, stdout);
       exit(CLD_EXIT_OK);
@@ -154,7 +158,11 @@ typedef struct {
   const cld_labels_t *labels;       /* NULL: the process exports no ABI */
   const cld_otel_record_t *record;  /* NULL: it exports no otel_thread_ctx_v1 */
   const cld_otel_ctx_t *ctx;        /* names the record's attributes */
+  const cld_node_threads_t *node;   /* Node.js threadIds, if the process has any */
 } thread_read_t;
+
+/* Width of the NODE column, shown for processes whose threads have ids. */
+#define NODE_COLUMN 10
 
 static void print_thread(const options_t *o, const thread_read_t *t) {
   const cld_labels_t *l = t->labels;
@@ -162,6 +170,8 @@ static void print_thread(const options_t *o, const thread_read_t *t) {
   if (o->json) {
     printf("{\"tid\": %d, \"name\": ", (int)t->tid);
     cld_json_string(stdout, (const unsigned char *)t->name, strlen(t->name));
+    uint64_t id;
+    if (cld_node_thread_id(t->node, t->tid, &id)) printf(", \"node_thread_id\": %" PRIu64, id);
     if (l != NULL) {
       fputs(", \"labels\": ", stdout);
       cld_json_labels(stdout, l);
@@ -179,6 +189,13 @@ static void print_thread(const options_t *o, const thread_read_t *t) {
   /* Pad to 16 columns; a name with escapes just runs longer. */
   size_t width = strlen(t->name);
   for (size_t i = width; i < 17; i++) fputc(' ', stdout);
+  size_t indent = 26;
+  if (t->node->count > 0) {
+    char cell[32];
+    cld_node_thread_cell(t->node, t->tid, cell, sizeof(cell));
+    printf("%-*s ", NODE_COLUMN, cell);
+    indent += NODE_COLUMN + 1;
+  }
   if (l != NULL) {
     cld_text_labels(stdout, l);
     fputc('\n', stdout);
@@ -187,7 +204,7 @@ static void print_thread(const options_t *o, const thread_read_t *t) {
   }
   /* Beside labels, a record gets its own line, and only when there is one. */
   if (r != NULL && (l == NULL || !r->is_null)) {
-    if (l != NULL) printf("%26sotel: ", "");
+    if (l != NULL) printf("%*sotel: ", (int)indent, "");
     cld_text_otel_record(stdout, r, t->ctx);
     fputc('\n', stdout);
     for (size_t i = 0; i < r->nwarnings; i++) printf("%7s  warning: otel: %s\n", "", r->warnings[i]);
@@ -255,7 +272,7 @@ static void refresh_ctx(pid_t pid, scratch_t *s) {
 }
 
 static void print_header(const options_t *o, const cld_process_t *p, bool otel,
-                         const cld_otel_ctx_t *ctx) {
+                         const cld_otel_ctx_t *ctx, const cld_node_threads_t *node) {
   bool show_ctx = otel || ctx->status != CLD_OTEL_CTX_NONE;
   if (o->json) {
     if (!show_ctx) return;
@@ -274,14 +291,20 @@ static void print_header(const options_t *o, const cld_process_t *p, bool otel,
     describe_access(stdout, t);
     fputs(")\n", stdout);
   }
-  if (p->has_otel && !otel) {
+  /* The addon exports the symbol from the start, and uses it only once
+   * enableThreadContext() publishes a process context: by itself that is
+   * nothing to report. */
+  if (p->has_otel && !otel && o->verbose) {
     printf("process %d: ", (int)p->pid);
     cld_text_plain(stdout, p->otel.path);
     fputs(" also exports otel_thread_ctx_v1, not read: no OpenTelemetry process context announces "
           "the thread context\n", stdout);
   }
   if (show_ctx) cld_text_otel_ctx(stdout, p->pid, ctx);
-  printf("%7s  %-16s %s\n", "TID", "NAME", p->has_labels ? "LABELS" : "OTEL");
+  if (node->count > 0)
+    printf("%7s  %-16s %-*s %s\n", "TID", "NAME", NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
+  else
+    printf("%7s  %-16s %s\n", "TID", "NAME", p->has_labels ? "LABELS" : "OTEL");
 }
 
 static int snapshot(const options_t *o, const cld_process_t *p, const cld_guard_t *guard,
@@ -305,13 +328,16 @@ static int snapshot(const options_t *o, const cld_process_t *p, const cld_guard_
     return cld_fail(err, CLD_EXIT_ERROR, "out of memory");
   }
   s.printed_nkeys = cld_otel_ctx_nkeys(s.ctx);
+  /* Owned here, freed below. */
+  cld_node_threads_t node = {0};
+  cld_node_threads_read(p->pid, &node);
   /* Nothing read is shown unless the process may still be read. */
   int result = cld_guard_check(guard, p->pid, err);
-  if (result == 0) print_header(o, p, otel, s.ctx);
+  if (result == 0) print_header(o, p, otel, s.ctx, &node);
   size_t shown = 0;
   for (size_t i = 0; i < tasks.count && result == 0; i++) {
     if (cld_stop_requested()) break;
-    thread_read_t t = {.tid = tasks.tids[i], .labels = s.labels, .record = s.record};
+    thread_read_t t = {.tid = tasks.tids[i], .labels = s.labels, .record = s.record, .node = &node};
     char state = cld_thread_state(p->pid, t.tid);
     if (state == 0 || state == 'Z' || state == 'X') continue; /* gone or exiting */
     cld_thread_name(p->pid, t.tid, t.name, sizeof(t.name));
@@ -356,6 +382,7 @@ static int snapshot(const options_t *o, const cld_process_t *p, const cld_guard_
             "threads were read; records read after that are named with the new map\n",
             s.printed_nkeys, cld_otel_ctx_nkeys(s.ctx));
   scratch_free(&s);
+  cld_node_threads_free(&node);
   if (result == 0 && tasks.dropped > 0)
     fprintf(stderr, "customlabels-dump: warning: %zu threads beyond the first %d were not read\n",
             tasks.dropped, CLD_MAX_THREADS);
@@ -390,7 +417,11 @@ int main(int argc, char **argv) {
     goto failed;
   }
   if (o.sample) {
-    cld_sample_options_t so = {.hz = o.hz, .duration = o.duration, .json = o.json, .guard = &guard};
+    /* Progress is for a person watching: on a terminal, and not with
+     * --json, whose reader is a program. */
+    bool progress = !o.json && isatty(STDERR_FILENO);
+    cld_sample_options_t so = {.hz = o.hz, .duration = o.duration, .json = o.json,
+                               .progress = progress, .guard = &guard};
     rc = cld_sample(&process, &so, &err);
   } else {
     rc = snapshot(&o, &process, &guard, &err);

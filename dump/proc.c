@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,4 +205,74 @@ void cld_tasks_free(cld_tasks_t *tasks) {
   free(tasks->tids);
   tasks->tids = NULL;
   tasks->count = tasks->capacity = 0;
+}
+
+/* ---- Node.js thread ids (see dump.h) ---- */
+
+#define NODE_THREAD_NAME "/memfd:customlabels-thread tid="
+
+static int by_tid(const void *a, const void *b) {
+  pid_t x = ((const cld_node_thread_t *)a)->tid, y = ((const cld_node_thread_t *)b)->tid;
+  return (x > y) - (x < y);
+}
+
+void cld_node_threads_read(pid_t pid, cld_node_threads_t *threads) {
+  threads->count = 0;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  FILE *maps = fopen(path, "re");
+  if (maps == NULL) return;
+  char *line = NULL; /* owned here, freed below */
+  size_t size = 0;
+  while (getline(&line, &size, maps) > 0) {
+    const char *at = strstr(line, NODE_THREAD_NAME);
+    if (at == NULL) continue;
+    long tid;
+    uint64_t id;
+    int end = 0;
+    if (sscanf(at + strlen(NODE_THREAD_NAME), "%ld threadId=%" SCNu64 "%n", &tid, &id, &end) != 2 ||
+        end == 0 || tid <= 0 || tid > 0x3fffffff)
+      continue;
+    if (threads->count == threads->capacity) {
+      if (threads->capacity >= CLD_MAX_THREADS) break;
+      size_t capacity = threads->capacity == 0 ? 64 : threads->capacity * 2;
+      /* Owned by `threads`, freed by cld_node_threads_free; bounded by CLD_MAX_THREADS. */
+      cld_node_thread_t *grown = realloc(threads->list, capacity * sizeof(*grown));
+      if (grown == NULL) break;
+      threads->list = grown;
+      threads->capacity = capacity;
+    }
+    threads->list[threads->count++] = (cld_node_thread_t){(pid_t)tid, id};
+  }
+  free(line);
+  fclose(maps);
+  /* Two copies of the addon in one thread name it twice, alike. */
+  qsort(threads->list, threads->count, sizeof(*threads->list), by_tid);
+}
+
+bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *id) {
+  size_t lo = 0, hi = threads->count;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (threads->list[mid].tid == tid) {
+      *id = threads->list[mid].id;
+      return true;
+    }
+    if (threads->list[mid].tid < tid) lo = mid + 1;
+    else hi = mid;
+  }
+  return false;
+}
+
+void cld_node_thread_cell(const cld_node_threads_t *threads, pid_t tid, char *cell, size_t size) {
+  uint64_t id;
+  if (!cld_node_thread_id(threads, tid, &id)) snprintf(cell, size, "%s", "");
+  else if (id == 0) snprintf(cell, size, "main");
+  else snprintf(cell, size, "worker %" PRIu64, id);
+}
+
+void cld_node_threads_free(cld_node_threads_t *threads) {
+  free(threads->list);
+  threads->list = NULL;
+  threads->count = threads->capacity = 0;
 }

@@ -55,11 +55,16 @@ typedef struct {
   uint64_t tp;
   bool have_name;
   char name[64];
+  bool have_node; /* its Node.js threadId is known */
+  uint64_t node_id;
 } thread_t;
 
 typedef struct {
   pid_t tid; /* 0 in the table per label set */
   char name[64];
+  bool have_node; /* per thread: node_id is the thread's Node.js threadId */
+  uint64_t node_id;
+  char nodes[48]; /* per label set: the Node.js threads it was sampled on */
   unsigned char *key; /* canonical label set: owned by the entry */
   size_t key_len;
   char *warnings; /* of the first sample, joined; owned by the entry, or NULL */
@@ -91,6 +96,9 @@ typedef struct {
   cld_otel_ctx_t *ctx;             /* owned: the process context that names attributes */
   cld_otel_ctx_t *spare_ctx;       /* owned: the next read of it */
   table_t table;          /* per (thread, label set) */
+  cld_node_threads_t node; /* owned: Node.js threadIds, as last read */
+  struct timespec node_read_at;
+  bool node_read;
   uint64_t ticks, late, samples;
   bool gone;
   cld_stop_status_t refused; /* EPERM or EBUSY from a stop: ends sampling */
@@ -156,8 +164,10 @@ static char *join_warnings(const read_t *read) {
   return s;
 }
 
-static void table_add(table_t *t, pid_t tid, const char *name, const unsigned char *key,
-                      size_t key_len, const read_t *read, uint64_t samples) {
+/* Counts `samples` for (tid, key); returns its entry, or NULL when the
+ * table is full (the samples are counted as overflow). */
+static entry_t *table_add(table_t *t, pid_t tid, const char *name, const unsigned char *key,
+                          size_t key_len, const read_t *read, uint64_t samples) {
   uint64_t h = hash_bytes(hash_bytes(0xcbf29ce484222325ULL, &tid, sizeof(tid)), key, key_len);
   if (t->capacity != 0) {
     for (size_t j = h & (t->capacity - 1);; j = (j + 1) & (t->capacity - 1)) {
@@ -165,20 +175,20 @@ static void table_add(table_t *t, pid_t tid, const char *name, const unsigned ch
       if (e->key == NULL) break;
       if (e->hash == h && e->tid == tid && e->key_len == key_len && memcmp(e->key, key, key_len) == 0) {
         e->samples += samples;
-        return;
+        return e;
       }
     }
   }
   if (t->count >= MAX_TABLE_ENTRIES || t->bytes + key_len > MAX_TABLE_BYTES ||
       ((t->count + 1) * 2 > t->capacity && !table_grow(t))) {
     t->overflow += samples;
-    return;
+    return NULL;
   }
   /* Owned by the entry, freed by table_free. */
   unsigned char *copy = malloc(key_len);
   if (copy == NULL) {
     t->overflow += samples;
-    return;
+    return NULL;
   }
   memcpy(copy, key, key_len);
   size_t j = h & (t->capacity - 1);
@@ -191,8 +201,11 @@ static void table_add(table_t *t, pid_t tid, const char *name, const unsigned ch
   e->warnings = read == NULL ? NULL : join_warnings(read);
   e->samples = samples;
   e->hash = h;
+  e->have_node = false;
+  e->nodes[0] = '\0';
   t->count++;
   t->bytes += key_len;
+  return e;
 }
 
 static void table_free(table_t *t) {
@@ -634,6 +647,28 @@ static void unread(sampler_t *s, const char *fmt, ...) {
   va_end(ap);
 }
 
+/*
+ * The thread's Node.js threadId, from /proc/PID/maps (cld_node_threads_read).
+ * A worker names itself only once it has loaded the addon, after it first
+ * ran, so a thread without one is looked up again, with the maps read at
+ * most twice a second.
+ */
+#define NODE_REREAD_NS 500000000LL
+
+static void node_id_of(sampler_t *s, thread_t *th) {
+  if (th->have_node) return;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long age = (long long)(now.tv_sec - s->node_read_at.tv_sec) * 1000000000LL +
+                  (now.tv_nsec - s->node_read_at.tv_nsec);
+  if (!s->node_read || age >= NODE_REREAD_NS) {
+    cld_node_threads_read(s->process->pid, &s->node);
+    s->node_read_at = now;
+    s->node_read = true;
+  }
+  th->have_node = cld_node_thread_id(&s->node, th->tid, &th->node_id);
+}
+
 /* One sample of a running thread; false if it could not be taken at all. */
 static bool sample_thread(sampler_t *s, thread_t *th) {
   if (!th->have_tp) {
@@ -665,10 +700,15 @@ static bool sample_thread(sampler_t *s, thread_t *th) {
     cld_thread_name(s->process->pid, th->tid, th->name, sizeof(th->name));
     th->have_name = true;
   }
+  node_id_of(s, th);
   if (s->labels != NULL) cld_labels_sort(s->labels);
   read_t read = {s->labels, s->record};
   size_t n = encode(&read, s->key);
-  table_add(&s->table, th->tid, th->name, s->key, n, &read, 1);
+  entry_t *e = table_add(&s->table, th->tid, th->name, s->key, n, &read, 1);
+  if (e != NULL && th->have_node && !e->have_node) {
+    e->have_node = true;
+    e->node_id = th->node_id;
+  }
   s->samples++;
   return true;
 }
@@ -706,10 +746,42 @@ static entry_t **sorted_entries(const table_t *t, size_t *n) {
   return list;
 }
 
+/*
+ * The NODE column of a label set's row: the Node.js threads it was sampled
+ * on, "main" and "worker ID" joined by commas, as many as fit, then "...".
+ */
+#define NODE_COLUMN 10
+
+static void add_node(char *nodes, size_t size, uint64_t id) {
+  char cell[32];
+  if (id == 0) snprintf(cell, sizeof(cell), "main");
+  else snprintf(cell, sizeof(cell), "worker %" PRIu64, id);
+  size_t len = strlen(nodes);
+  if (len >= 3 && strcmp(nodes + len - 3, "...") == 0) return;
+  /* Already listed: a whole item between separators. */
+  for (const char *at = nodes; (at = strstr(at, cell)) != NULL; at++) {
+    size_t end = (size_t)(at - nodes) + strlen(cell);
+    if ((at == nodes || at[-1] == ',') && (nodes[end] == '\0' || nodes[end] == ',')) return;
+  }
+  if (len + (len > 0) + strlen(cell) + 4 > size) {
+    snprintf(nodes + len, size - len, ",...");
+    return;
+  }
+  snprintf(nodes + len, size - len, "%s%s", len > 0 ? "," : "", cell);
+}
+
 static int report(sampler_t *s, double seconds, cld_error_t *err) {
   const cld_process_t *p = s->process;
   layout_t layout = {.labels = p->has_labels, .otel = s->record != NULL, .ctx = s->ctx};
   size_t n;
+  /* Threads still there that named themselves after their samples. */
+  if (s->node_read && !s->gone) {
+    cld_node_threads_read(p->pid, &s->node);
+    for (size_t i = 0; i < s->table.capacity; i++) {
+      entry_t *e = &s->table.slots[i];
+      if (e->key != NULL && !e->have_node) e->have_node = cld_node_thread_id(&s->node, e->tid, &e->node_id);
+    }
+  }
   if (s->options->json) {
     entry_t **list = sorted_entries(&s->table, &n);
     if (list == NULL) return cld_fail(err, CLD_EXIT_ERROR, "out of memory");
@@ -717,6 +789,7 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
       entry_t *e = list[i];
       printf("{\"tid\": %d, \"name\": ", (int)e->tid);
       cld_json_string(stdout, (const unsigned char *)e->name, strlen(e->name));
+      if (e->have_node) printf(", \"node_thread_id\": %" PRIu64, e->node_id);
       print_key_json(stdout, &layout, e->key);
       printf(", \"samples\": %" PRIu64, e->samples);
       print_warnings_json(stdout, e->warnings);
@@ -726,9 +799,15 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
   } else {
     /* Per label set, over all threads.  Owned here, freed below. */
     table_t sets = {0};
+    bool node_column = false;
     for (size_t i = 0; i < s->table.capacity; i++) {
       entry_t *e = &s->table.slots[i];
-      if (e->key != NULL) table_add(&sets, 0, "", e->key, e->key_len, NULL, e->samples);
+      if (e->key == NULL) continue;
+      entry_t *set = table_add(&sets, 0, "", e->key, e->key_len, NULL, e->samples);
+      if (set != NULL && e->have_node) {
+        node_column = true;
+        add_node(set->nodes, sizeof(set->nodes), e->node_id);
+      }
     }
     sets.overflow += s->table.overflow;
     printf("process %d: %" PRIu64 " samples of running threads in %" PRIu64 " ticks at %u Hz over %.2f s\n",
@@ -751,10 +830,14 @@ static int report(sampler_t *s, double seconds, cld_error_t *err) {
     if (s->samples == 0) {
       printf("no thread was running at any tick\n");
     } else {
-      printf("%8s  %6s  %s\n", "SAMPLES", "SHARE", p->has_labels ? "LABELS" : "OTEL");
+      if (node_column)
+        printf("%8s  %6s  %-*s %s\n", "SAMPLES", "SHARE", NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
+      else
+        printf("%8s  %6s  %s\n", "SAMPLES", "SHARE", p->has_labels ? "LABELS" : "OTEL");
       for (size_t i = 0; i < n; i++) {
         entry_t *e = list[i];
         printf("%8" PRIu64 "  %5.1f%%  ", e->samples, 100.0 * (double)e->samples / (double)s->samples);
+        if (node_column) printf("%-*s ", NODE_COLUMN, e->nodes);
         print_key_text(stdout, &layout, e->key);
         fputc('\n', stdout);
       }
@@ -802,6 +885,26 @@ static void read_ctx(sampler_t *s) {
   s->spare_ctx = old;
 }
 
+/*
+ * Progress while sampling, for a person at a terminal: one line on stderr,
+ * redrawn in place ("\r", then erase to the end of the line) four times a
+ * second, and erased before the report, so that nothing of it is left
+ * among the report's lines.
+ */
+#define PROGRESS_NS 250000000L
+
+static void show_progress(const sampler_t *s, double elapsed) {
+  fprintf(stderr, "\rcustomlabels-dump: sampling process %d at %u Hz: %.1f of %.1f s, %" PRIu64
+                  " samples, %zu threads\033[K",
+          (int)s->process->pid, s->options->hz, elapsed, s->options->duration, s->samples, s->nthreads);
+  fflush(stderr);
+}
+
+static void clear_progress(void) {
+  fputs("\r\033[K", stderr);
+  fflush(stderr);
+}
+
 int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_error_t *err) {
   /*
    * Permission was checked when the ABI version was read (process_vm_readv
@@ -841,11 +944,17 @@ int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_
   struct timespec start, next, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   next = start;
+  struct timespec shown = start;
   double elapsed = 0;
+  if (options->progress) show_progress(&s, 0);
   while (!cld_stop_requested()) {
     elapsed = since(&start);
     if (elapsed >= options->duration) break;
     tick(&s);
+    if (options->progress && since(&shown) >= PROGRESS_NS / 1e9) {
+      clock_gettime(CLOCK_MONOTONIC, &shown);
+      show_progress(&s, since(&start));
+    }
     if (s.gone || s.refused != CLD_STOP_OK) break;
     advance(&next, period);
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -860,6 +969,7 @@ int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_
     } while (e == EINTR && !cld_stop_requested());
   }
   elapsed = since(&start);
+  if (options->progress) clear_progress();
   if (s.refused == CLD_STOP_EBUSY) {
     rc = cld_fail(err, CLD_EXIT_PERM,
                   "permission denied: thread %d of process %d is already traced by process %d "
@@ -903,5 +1013,6 @@ done:
   free(s.spare_ctx);
   cld_tasks_free(&s.tasks);
   table_free(&s.table);
+  cld_node_threads_free(&s.node);
   return rc;
 }

@@ -90,6 +90,27 @@ function load() {
 const { binding, file, reason } = load();
 if (binding) checkPeers(binding, file);
 
+// Readers outside the process tell this thread from the others by Node's
+// threadId, which Node 20 and 22 do not put in the thread's name
+// (src/abi.c cl_thread_mark).
+if (binding) binding.markThread(require('node:worker_threads').threadId);
+
+// glibc puts a dlopen()ed module in static TLS only while its surplus for
+// such modules lasts; past that, in dynamic TLS, where eBPF profilers read
+// garbage instead of the labels and nothing else would show it.  The
+// module stays loaded for the life of the process (src/abi.c), so where it
+// lands does not change: the first thread in the process to load it says
+// so, once.
+const tls = binding ? binding.tls() : null;
+if (tls !== null && tls.warn) {
+  process.emitWarning(
+    `${file} is in dynamic TLS: eBPF profilers cannot read its labels, which the package still publishes for ` +
+    'readers that use the thread\'s DTV (customlabels-dump, gdb). glibc ran out of the static TLS it keeps for ' +
+    'dlopen()ed modules. Require customlabels early, before other native modules that use thread-locals, ' +
+    'or start Node with more of that surplus, e.g. GLIBC_TUNABLES=glibc.rtld.optional_static_tls=2048 (glibc 2.32 and later).',
+    { code: 'CUSTOMLABELS_DYNAMIC_TLS' });
+}
+
 // Writing slot[0] is how a set is published: one aligned 8-byte store of the
 // set's address into this thread's custom_labels_current_set, with no native
 // call.  The address travels as a 64-bit integer (a BigInt), never as a

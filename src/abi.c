@@ -16,7 +16,17 @@
  * On x86-64 the block is the 16 bytes, in the order, that the compiler gave
  * the two variables before.
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE, memfd_create */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "customlabels.h"
+#include "glibc_compat.h"
 #include "otel.h"
 
 _Static_assert(CL_TLS_SLOT == 8 && CL_TLS_COPY_FIRST == 16, "the assembly below lays out the block");
@@ -70,3 +80,122 @@ custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
  * cl_otel_slot().
  */
 void **cl_otel_slot(void) { return &otel_thread_ctx_v1; }
+
+/*
+ * Keeping the block where readers find it.
+ *
+ * Node dlclose()s an addon when the last environment that loaded it ends,
+ * so in a pool whose workers come and go (and a main thread that never
+ * loads the addon) the module is unloaded and loaded again, over and over.
+ * glibc hands a dlopen()ed module static TLS out of an optional surplus
+ * (glibc.rtld.optional_static_tls, 512 bytes by default) and takes each
+ * load's share from that budget without giving it back at dlclose: the
+ * offset is reused, the budget is not (bminor/glibc commit
+ * ffb17e7ba3a5ba9632cee97330b325072fbe41dd, elf/dl-reloc.c
+ * _dl_try_allocate_static_tls).  With a 16-byte block, the 33rd load lands
+ * in dynamic TLS.  A module marked RTLD_NODELETE stays loaded for the life
+ * of the process, so every later load finds it, with its TLS where it was.
+ *
+ * Called from each environment's initialisation, after Node's dlopen()
+ * returned: dlopen() with RTLD_NOLOAD finds the loaded module by the name
+ * it was loaded under (dladdr) and only sets the flag, which nothing
+ * clears.  glibc ignores dlclose() of such a module, Node's included
+ * (elf/dl-close.c, _dl_close: l_nodelete_active); the one here balances
+ * the reference taken, should the flag not have been set.
+ */
+bool cl_stay_loaded(void) {
+  Dl_info info;
+  if (dladdr((void *)cl_stay_loaded, &info) == 0 || info.dli_fname == NULL) return false;
+  void *self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  if (self == NULL) return false;
+  dlclose(self);
+  return true;
+}
+
+/*
+ * What a reader of this file computes: the second word of its TLSDESC
+ * descriptor for custom_labels_current_set, added to the thread pointer.
+ * In static TLS that word is the variable's offset from the thread
+ * pointer, the same on every thread; in dynamic TLS it is a pointer to
+ * glibc's bookkeeping, and the sum lands nowhere near the variable.  The
+ * descriptor's address comes from the same TLSDESC relocation that the
+ * compiler's own accesses use (one GOT entry per symbol), so this reads
+ * exactly the word a reader reads.
+ */
+bool cl_static_tls(long *offset) {
+  uintptr_t slot = (uintptr_t)cl_slot(); /* resolves the descriptor, if lazily bound */
+  const uintptr_t *descriptor;
+  uintptr_t tp;
+#if defined(__x86_64__)
+  __asm__("lea custom_labels_current_set@TLSDESC(%%rip), %0" : "=a"(descriptor));
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+#elif defined(__aarch64__)
+  __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
+          "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"
+          : "=r"(descriptor));
+  tp = (uintptr_t)__builtin_thread_pointer();
+#endif
+  uintptr_t arg = __atomic_load_n(&descriptor[1], __ATOMIC_RELAXED);
+  *offset = (long)arg;
+  return tp + arg == slot;
+}
+
+/*
+ * Whether the process has been told that the module is in dynamic TLS.
+ * A module's TLS is static or dynamic for as long as it is loaded, and
+ * cl_stay_loaded() makes that the life of the process: so this word, the
+ * only mutable global here besides the thread-locals, is what makes the
+ * warning once per process rather than once per worker.
+ */
+static int dynamic_told;
+
+bool cl_claim_dynamic_warning(void) {
+  return __atomic_exchange_n(&dynamic_told, 1, __ATOMIC_RELAXED) == 0;
+}
+
+/*
+ * Telling Node's threads apart from outside.  Node 20 and 22 give every
+ * worker thread the kernel name "node", so a reader that lists a process's
+ * threads cannot say which worker is which.  Each environment that loads
+ * the addon leaves its kernel thread id and Node's threadId where any
+ * reader finds them, in /proc/PID/maps: the name of an empty memfd, mapped
+ * without access for as long as the environment lives,
+ *
+ *   /memfd:customlabels-thread tid=4250 threadId=3 (deleted)
+ *
+ * memfd names show on every kernel since 3.17, unlike names of anonymous
+ * memory (5.17, and only where built in); the file is empty and the
+ * mapping PROT_NONE, so it costs no memory and no TLS, and nothing ever
+ * reads a byte of it: the name is the message.  A forked child does not
+ * inherit it (MADV_DONTFORK): its threads have other ids.
+ *
+ * Returns the mapping, or NULL where one could not be made (the addon works
+ * the same, readers just cannot name the thread).  Owner: the calling
+ * thread's environment (src/addon.c), which unmaps it with
+ * cl_thread_unmark() when it is torn down.
+ */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+void *cl_thread_mark(uint64_t thread_id, size_t *bytes) {
+  char name[96];
+  /* The tid through syscall(): glibc's gettid() is newer (2.30) than the
+   * glibc the addon needs (src/glibc_compat.h). */
+  snprintf(name, sizeof(name), "customlabels-thread tid=%ld threadId=%" PRIu64,
+           (long)syscall(SYS_gettid), thread_id);
+  /* Kernels from 6.3 on log a line for a memfd that says neither. */
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+  if (fd < 0 && errno == EINVAL) fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return NULL;
+  *bytes = (size_t)sysconf(_SC_PAGESIZE);
+  void *mark = mmap(NULL, *bytes, PROT_NONE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mark == MAP_FAILED) return NULL;
+  madvise(mark, *bytes, MADV_DONTFORK);
+  return mark;
+}
+
+void cl_thread_unmark(void *mark, size_t bytes) {
+  if (mark != NULL) munmap(mark, bytes);
+}

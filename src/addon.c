@@ -37,6 +37,10 @@ typedef struct {
   custom_labels_labelset_t **copy;
   long copy_delta;
   char copy_why[200];
+  /* The mapping that names this thread for readers (markThread), or NULL;
+   * unmapped at teardown. */
+  void *mark;
+  size_t mark_bytes;
 } addon_state_t;
 
 /* Throws for a failed Node-API call unless an exception is already pending. */
@@ -520,9 +524,50 @@ static napi_value otel_header(napi_env env, napi_callback_info info) {
   return number(env, (double)(uintptr_t)cl_otel_v1_header());
 }
 
+/*
+ * tls(): { static, offset, warn } for this module's TLS block on the
+ * calling thread: whether readers find custom_labels_current_set at the
+ * thread pointer plus its descriptor's second word (src/abi.c), that word,
+ * and whether this caller is the one in the process that warns when they
+ * do not.
+ */
+static napi_value tls_placement(napi_env env, napi_callback_info info) {
+  (void)info;
+  long offset = 0;
+  bool is_static = cl_static_tls(&offset);
+  napi_value result, flag, warn;
+  CALL(env, napi_create_object(env, &result));
+  CALL(env, napi_get_boolean(env, is_static, &flag));
+  CALL(env, napi_set_named_property(env, result, "static", flag));
+  if (!set_number(env, result, "offset", (double)offset)) return NULL;
+  CALL(env, napi_get_boolean(env, !is_static && cl_claim_dynamic_warning(), &warn));
+  CALL(env, napi_set_named_property(env, result, "warn", warn));
+  return result;
+}
+
+/*
+ * markThread(threadId): names this thread for readers outside the process
+ * with Node's threadId (cl_thread_mark), once per environment; returns
+ * whether it could.
+ */
+static napi_value mark_thread(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  void *data;
+  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
+  addon_state_t *state = data;
+  int64_t id = 0;
+  if (state->mark == NULL && argc == 1 && napi_get_value_int64(env, argv[0], &id) == napi_ok && id >= 0)
+    state->mark = cl_thread_mark((uint64_t)id, &state->mark_bytes);
+  napi_value result;
+  CALL(env, napi_get_boolean(env, state->mark != NULL, &result));
+  return result;
+}
+
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
+  cl_thread_unmark(state->mark, state->mark_bytes);
   /* The pointer is cleared before adopted memory may be freed with its buffer. */
   cl_arena_destroy(&state->arena, state->copy);
   if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
@@ -564,6 +609,10 @@ static napi_value layout(napi_env env) {
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  /* Before anything else: a module that Node unloads when this environment
+   * ends would come back elsewhere in TLS (src/abi.c).  Where it cannot be
+   * kept, tls() still tells where it is. */
+  cl_stay_loaded();
   /* Owner: the environment, through instance data; freed by destroy_state. */
   addon_state_t *state = malloc(sizeof(*state));
   if (state == NULL) {
@@ -572,6 +621,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   }
   cl_arena_init(&state->arena);
   state->adopted = NULL;
+  state->mark = NULL;
+  state->mark_bytes = 0;
   /* Nothing to write until lib/encode.js fills it in. */
   for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
   /* Module initialisation runs on the environment's own thread. */
@@ -597,6 +648,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
+      {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
       {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},

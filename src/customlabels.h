@@ -56,6 +56,36 @@ custom_labels_labelset_t **cl_slot(void);
 #endif
 
 /*
+ * Keeps this module loaded for the life of the process (RTLD_NODELETE), so
+ * that an environment that loads it after the last one that had it ended
+ * finds it with its TLS block where it was (src/abi.c says why that
+ * matters).  False if the module could not be found by its own name.
+ */
+bool cl_stay_loaded(void);
+
+/*
+ * Whether readers find the calling thread's custom_labels_current_set at
+ * the thread pointer plus the second word of this module's TLSDESC
+ * descriptor, which is true in static TLS only; `offset` gets that word.
+ */
+bool cl_static_tls(long *offset);
+
+/* True for the first caller in the process only: the one that warns that
+ * the module is in dynamic TLS. */
+bool cl_claim_dynamic_warning(void);
+
+/*
+ * Names the calling thread for readers outside the process: a mapping
+ * that /proc/PID/maps lists as
+ * "/memfd:customlabels-thread tid=TID threadId=ID (deleted)", where ID is
+ * Node's threadId (src/abi.c says why and how).  Returns the mapping and
+ * its size in `bytes`, or NULL; the caller owns it and gives it back with
+ * cl_thread_unmark().
+ */
+void *cl_thread_mark(uint64_t thread_id, size_t *bytes);
+void cl_thread_unmark(void *mark, size_t bytes);
+
+/*
  * Where Parca Agent reads the calling thread's pointer when that is not the
  * slot itself: on aarch64, a place in this module's TLS block that the
  * writer keeps equal to the slot, written before it.  NULL where no copy is

@@ -29,8 +29,8 @@ const { track, killAll, startFixture } = require('./helpers/children');
 
 // Runs customlabels-dump to completion.  A timeout fails the test: the tool
 // must never hang.
-function runDump(args, { launcher = false, timeout = 20000, uid, gid, shell } = {}) {
-  let command = launcher ? process.execPath : DUMP;
+function runDump(args, { launcher = false, timeout = 20000, uid, gid, shell, command: other } = {}) {
+  let command = other ?? (launcher ? process.execPath : DUMP);
   let argv = launcher ? [LAUNCHER, ...args] : args;
   if (shell) {
     argv = ['-c', `${shell} && exec "$0" "$@"`, command, ...argv];
@@ -230,19 +230,103 @@ describe('customlabels-dump', function () {
       assert.equal(r.status, 0, r.stderr);
       assert.equal(r.stderr, '');
       const lines = jsonLines(r.stdout);
-      for (const line of lines) assert.deepEqual(Object.keys(line), ['tid', 'name', 'labels']);
+      // Node's threadId, for the threads that loaded the addon: 0 for the
+      // main thread, 1 for the fixture's one worker.
+      for (const line of lines) {
+        assert.deepEqual(Object.keys(line), 'node_thread_id' in line ? ['tid', 'name', 'node_thread_id', 'labels'] : ['tid', 'name', 'labels']);
+      }
       const threads = byTid(lines);
       assert.deepEqual(threads.get(pid).labels, expectMain);
+      assert.equal(threads.get(pid).node_thread_id, 0);
       const labelled = lines.filter((l) => l.labels !== null);
       assert.equal(labelled.length, 2, r.stdout);
-      assert.deepEqual(labelled.find((l) => l.tid !== pid).labels, expectWorker);
+      const worker = labelled.find((l) => l.tid !== pid);
+      assert.deepEqual(worker.labels, expectWorker);
+      assert.equal(worker.node_thread_id, 1);
+      assert.deepEqual(lines.filter((l) => 'node_thread_id' in l).map((l) => l.tid).sort(), [pid, worker.tid].sort(),
+        'only the threads that loaded the addon have a threadId');
       await assertResumed(pid);
 
       const table = runDump([String(pid)]);
       assert.equal(table.status, 0, table.stderr);
       assert.match(table.stdout, /customlabels\.node \(shared object, static TLS at fs_base-\d+|TPIDR_EL0\+\d+/);
-      assert.match(table.stdout, new RegExp(`^\\s*${pid}\\s+\\S+\\s+route="/checkout" user="42" "ключ"="значение ✓"$`, 'm'));
-      assert.match(table.stdout, /route="\/worker" user="7"/);
+      assert.match(table.stdout, /^\s+TID {2}NAME {13}NODE {7}LABELS$/m);
+      assert.match(table.stdout, new RegExp(`^\\s*${pid}\\s+\\S+\\s+main\\s+route="/checkout" user="42" "ключ"="значение ✓"$`, 'm'));
+      assert.match(table.stdout, new RegExp(`^\\s*${worker.tid}\\s+\\S+\\s+worker 1\\s+route="/worker" user="7"$`, 'm'));
+      await assertResumed(pid);
+    });
+
+    it('says nothing of otel_thread_ctx_v1 before enableThreadContext(), unless asked with --verbose', async () => {
+      const { pid } = await startNode();
+      const table = runDump([String(pid)]);
+      assert.equal(table.status, 0, table.stderr);
+      assert.equal(table.stderr, '');
+      assert.doesNotMatch(table.stdout, /otel_thread_ctx_v1|otel:/);
+      const verbose = runDump(['--verbose', String(pid)]);
+      assert.equal(verbose.status, 0, verbose.stderr);
+      assert.match(verbose.stdout, new RegExp(`^process ${pid}: \\S+customlabels\\.node also exports otel_thread_ctx_v1, not read: no OpenTelemetry process context announces the thread context$`, 'm'));
+      // The rest is the same.
+      const rest = (out) => out.split('\n').filter((l) => !l.includes('also exports'));
+      assert.deepEqual(rest(verbose.stdout).slice(0, 2), rest(table.stdout).slice(0, 2));
+      await assertResumed(pid);
+    });
+
+    it('samples Node.js workers apart by threadId, in the table and in JSON', async function () {
+      this.timeout(60000);
+      // Two workers, each busy under a label set of its own; the main thread idles.
+      const script = `
+        const { Worker } = require('node:worker_threads');
+        const source = \`
+          const { withLabels } = require(${JSON.stringify(root)});
+          const { threadId, parentPort } = require('node:worker_threads');
+          withLabels({ busy: 'worker ' + threadId }, () => {
+            parentPort.postMessage('busy');
+            for (const end = Date.now() + 30000; Date.now() < end;);
+          });
+        \`;
+        let busy = 0;
+        for (let i = 0; i < 2; i++) {
+          new Worker(source, { eval: true }).on('message', () => {
+            if (++busy === 2) require('node:fs').writeSync(1, 'ready ' + process.pid + '\\n');
+          }).unref();
+        }
+        require(${JSON.stringify(root)});
+        setTimeout(() => {}, 30000);
+      `;
+      const { pid } = await startFixture(process.execPath, ['-e', script]);
+      const r = runDump(['--json', '--sample', '100', '--duration', '1', String(pid)]);
+      assert.equal(r.status, 0, r.stderr);
+      const busy = jsonLines(r.stdout).filter((l) => l.labels !== null && 'busy' in l.labels);
+      assert.deepEqual([...new Set(busy.map((l) => l.labels.busy))].sort(), ['worker 1', 'worker 2'], r.stdout);
+      for (const l of busy) {
+        assert.deepEqual(Object.keys(l), ['tid', 'name', 'node_thread_id', 'labels', 'samples']);
+        assert.equal(`worker ${l.node_thread_id}`, l.labels.busy, JSON.stringify(l));
+      }
+      // Not a terminal: no progress line.
+      assert.doesNotMatch(r.stderr, /sampling process/);
+      const table = runDump(['--sample', '100', '--duration', '0.5', String(pid)]);
+      assert.equal(table.status, 0, table.stderr);
+      assert.doesNotMatch(table.stderr, /sampling process/);
+      assert.match(table.stdout, /^ SAMPLES {3}SHARE {2}NODE {7}LABELS$/m);
+      for (const n of [1, 2]) assert.match(table.stdout, new RegExp(`^\\s*\\d+\\s+\\d+\\.\\d%  worker ${n}\\s+busy="worker ${n}"$`, 'm'));
+      await assertResumed(pid);
+    });
+
+    it('shows progress while sampling on a terminal, and none with --json', async function () {
+      needs.tool(this, 'script');
+      const { pid } = await startNode();
+      // script(1) runs it on a pseudo-terminal: stdout and stderr both.
+      const onTerminal = (args) => runDump(['-qec', [DUMP, ...args].join(' '), '/dev/null'], { command: 'script' });
+      const r = onTerminal(['--sample', '20', '--duration', '1', String(pid)]);
+      assert.equal(r.status, 0, r.stdout);
+      const progress = r.stdout.match(new RegExp(`\r(customlabels-dump: sampling process ${pid} at 20 Hz: [^\r]*)\x1b\\[K`, 'g')) ?? [];
+      assert.ok(progress.length >= 2, `at least the first and one more progress line:\n${JSON.stringify(r.stdout)}`);
+      assert.match(progress.at(-1), /: \d\.\d of 1\.0 s, \d+ samples, \d+ threads\x1b\[K$/);
+      // Erased before the report, which starts on a clean line.
+      assert.match(r.stdout, new RegExp(`\x1b\\[K\r\x1b\\[Kprocess ${pid}: \\d+ samples of running threads`));
+      const json = onTerminal(['--json', '--sample', '20', '--duration', '0.3', String(pid)]);
+      assert.equal(json.status, 0, json.stdout);
+      assert.doesNotMatch(json.stdout, /sampling process|\x1b/);
       await assertResumed(pid);
     });
 

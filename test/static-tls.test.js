@@ -207,3 +207,114 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
     checkProbe(result, 'worker');
   });
 });
+
+// A worker pool with an idle timeout: the main thread never loads the
+// package; each worker loads it, labels something and ends before the next
+// one starts.  Node unloads an addon when the last environment that loaded
+// it ends, and glibc takes each new load's static TLS out of a budget that
+// dlclose() does not refill (src/abi.c): unless the module stays loaded,
+// the 33rd load lands in dynamic TLS.  Every worker must find the module
+// where the first one did, and the last one's labels must read from
+// outside the process.
+describe('static TLS in a pool of workers that come and go', function () {
+  this.timeout(180000);
+  const { buildThreadPointerAddon } = require('./helpers/descriptor');
+  const { startFixture, killAll } = require('./helpers/children');
+  const { skipUnderEmulation, why } = require('./helpers/emulation');
+  const { compareVersions } = require('./helpers/glibc');
+  const needs = require('./helpers/needs');
+  const COUNT = 100;
+  let tmp;
+  let tpAddon;
+
+  before(function () {
+    if (!SUPPORTED || !native.binding) this.skip();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-pool-'));
+    tpAddon = buildThreadPointerAddon(tmp);
+  });
+
+  afterEach(killAll);
+
+  after(() => {
+    killAll();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it(`${COUNT} workers, one after another: static TLS and the same offset every time, the last one read from outside`, async function () {
+    const { child, pid, out } = await startFixture(process.execPath,
+      [path.join(__dirname, 'helpers', 'pool-child.js'), ROOT, tpAddon, String(COUNT)], { timeout: 150000 });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const reports = JSON.parse(out.split('\n')[0]);
+    assert.equal(reports.length, COUNT);
+
+    const first = reports[0];
+    const arg = BigInt(first.arg);
+    assert.ok(ARCH.offsetOk(arg), `worker 1: the descriptor's second word ${arg} is not ${ARCH.offsetRule}`);
+    const moved = reports.map((r, i) => ({ worker: i + 1, ...r }))
+      .filter((r) => r.resolver !== first.resolver || r.arg !== first.arg);
+    assert.deepEqual(moved.slice(0, 3), [],
+      `${moved.length} of ${COUNT} workers found the module elsewhere than worker 1 did ` +
+      `(resolver 0x${BigInt(first.resolver).toString(16)}, offset ${first.arg}); the first of them`);
+    reports.forEach((r, i) => {
+      assert.notEqual(r.published, '0', `worker ${i + 1} publishes a set`);
+      assert.equal(r.word, r.published, `worker ${i + 1}: thread pointer + offset holds what the addon publishes`);
+      assert.deepEqual(r.warnings, [], `worker ${i + 1} warned`);
+    });
+
+    // ld.so's static resolver, as above for the main thread.
+    let code = first.code;
+    const pad = ARCH.pads.find((p) => code.startsWith(p));
+    if (pad) code = code.slice(pad.length);
+    assert.equal(code.slice(0, ARCH.resolver.length), ARCH.resolver, 'worker 1: the resolver is ld.so\'s static one');
+
+    skipUnderEmulation(this, why.dump);
+    const dump = spawnSync(path.join(ROOT, 'build', 'Release', 'customlabels-dump'), ['--json', String(pid)],
+      { encoding: 'utf8', timeout: 20000, killSignal: 'SIGKILL' });
+    assert.equal(dump.status, 0, dump.stderr);
+    assert.equal(dump.stderr, '', 'customlabels-dump has nothing to warn about');
+    const labelled = dump.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.labels !== null);
+    assert.deepEqual(labelled.map((l) => l.labels), [{ pool: 'last', n: String(COUNT) }]);
+    const table = spawnSync(path.join(ROOT, 'build', 'Release', 'customlabels-dump'), [String(pid)],
+      { encoding: 'utf8', timeout: 20000, killSignal: 'SIGKILL' });
+    assert.equal(table.status, 0, table.stderr);
+    const where = process.arch === 'x64' ? `fs_base${arg}` : `TPIDR_EL0\\+${arg}`;
+    assert.match(table.stdout, new RegExp(`customlabels\\.node \\(shared object, static TLS at ${where}\\b`));
+    child.stdin.end();
+    assert.doesNotMatch(stderr, /CUSTOMLABELS_/);
+  });
+
+  it('where glibc puts the module in dynamic TLS anyway, the process warns once, whichever threads load it', function () {
+    // glibc 2.32 and later take the static TLS of dlopen()ed modules out of
+    // glibc.rtld.optional_static_tls: with none, the module is in dynamic TLS.
+    const glibc = process.report.getReport().header.glibcVersionRuntime;
+    if (!glibc || compareVersions(glibc, '2.32') < 0) {
+      needs.feature(this, 'glibc 2.32', `glibc ${glibc} has no glibc.rtld.optional_static_tls to leave no static TLS with`);
+    }
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      const worker = \`
+        const { withLabels } = require(${JSON.stringify(ROOT)});
+        const { binding } = require(${JSON.stringify(path.join(ROOT, 'lib', 'native'))});
+        withLabels({ still: 'published' }, () => console.log(JSON.stringify(binding.readPublished().map((pair) => pair.map(String)))));
+      \`;
+      const run = () => new Promise((resolve) => new Worker(worker, { eval: true }).once('exit', resolve));
+      (async () => {
+        await run();
+        await run();
+        require(${JSON.stringify(ROOT)});
+        await run();
+      })();
+    `;
+    const r = spawnSync(process.execPath, ['-e', script], {
+      encoding: 'utf8', timeout: 60000,
+      env: { ...process.env, GLIBC_TUNABLES: 'glibc.rtld.optional_static_tls=0' },
+    });
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.stdout.trim().split('\n'), Array(3).fill('[["still","published"]]'), 'the labels are still published');
+    const warnings = r.stderr.match(/\[CUSTOMLABELS_DYNAMIC_TLS\] Warning: .*/g) ?? [];
+    assert.equal(warnings.length, 1, r.stderr);
+    assert.match(warnings[0], /customlabels\.node is in dynamic TLS: eBPF profilers cannot read its labels/);
+    assert.match(warnings[0], /GLIBC_TUNABLES=glibc\.rtld\.optional_static_tls=/);
+  });
+});

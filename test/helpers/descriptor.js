@@ -43,20 +43,32 @@ function peek(address, length) {
 
 const word = (address) => peek(address, 8).readBigUInt64LE(0);
 
-// { resolver, arg } of `file`'s descriptor for `symbol`.
-function descriptor(file, symbol = 'custom_labels_current_set') {
+// The offset in `file` of the GOT descriptor for `symbol` (readelf): the
+// address of its one TLSDESC relocation.
+function descriptorOffset(file, symbol = 'custom_labels_current_set') {
   const r = spawnSync('readelf', ['-W', '-r', file], { encoding: 'utf8' });
   assert.equal(r.status, 0, `readelf -r ${file} failed: ${r.error ?? r.stderr}`);
   const relocs = r.stdout.split('\n')
     .map((line) => /^([0-9a-f]{8,})\s+[0-9a-f]{8,}\s+(R_\w+_TLSDESC)\s+[0-9a-f]+\s+(\S+)/.exec(line))
     .filter((m) => m && m[3].split('@')[0] === symbol);
   assert.equal(relocs.length, 1, `one TLSDESC relocation for ${symbol}`);
+  return BigInt(`0x${relocs[0][1]}`);
+}
+
+// { resolver, arg } of the descriptor at `offset` in `file` as loaded in
+// this process: at its load base (/proc/self/maps) plus the offset.
+function descriptorAt(file, offset) {
   const maps = fs.readFileSync('/proc/self/maps', 'utf8').split('\n');
   const first = maps.map((line) => /^([0-9a-f]+)-[0-9a-f]+ \S{4} 0+ \S+ \d+\s+(.*)$/.exec(line))
     .find((m) => m && m[2] === file);
   assert.ok(first, `${file} is not mapped from offset 0`);
-  const words = peek(BigInt(`0x${first[1]}`) + BigInt(`0x${relocs[0][1]}`), 16);
+  const words = peek(BigInt(`0x${first[1]}`) + offset, 16);
   return { resolver: words.readBigUInt64LE(0), arg: words.readBigInt64LE(8) };
 }
 
-module.exports = { buildThreadPointerAddon, descriptor, peek, word };
+// { resolver, arg } of `file`'s descriptor for `symbol`.
+function descriptor(file, symbol = 'custom_labels_current_set') {
+  return descriptorAt(file, descriptorOffset(file, symbol));
+}
+
+module.exports = { buildThreadPointerAddon, descriptor, descriptorOffset, descriptorAt, peek, word };

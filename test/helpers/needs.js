@@ -45,6 +45,7 @@ const TOOLS = {
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
   mkfifo: { group: 'coreutils', packages: ['coreutils'] },
+  script: { group: 'script', packages: ['bsdutils'] },
 };
 
 // group -> { packages, reason, tests }, in the order first met.
