@@ -19,6 +19,14 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "arch.h"
+#include "locate.h"
+#include "out.h"
+#include "privilege.h"
+#include "proc.h"
+#include "ptrace.h"
+#include "sample.h"
+#include "thread.h"
 
 #define STOP_TIMEOUT_MS 2000
 #define MAX_HZ 1000

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dump.h"
+#include "out.h"
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
 static size_t utf8_sequence(const unsigned char *s, size_t n) {

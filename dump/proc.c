@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "proc.h"
 
 /* Reads up to size-1 bytes of a small /proc file; -1 with errno on failure. */
 static ssize_t read_small(const char *path, char *buf, size_t size) {
@@ -207,7 +207,7 @@ void cld_tasks_free(cld_tasks_t *tasks) {
   tasks->count = tasks->capacity = 0;
 }
 
-/* ---- Node.js thread ids (see dump.h) ---- */
+/* ---- Node.js thread ids (see proc.h) ---- */
 
 #define NODE_THREAD_NAME "/memfd:customlabels-thread tid="
 

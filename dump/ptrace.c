@@ -30,7 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "ptrace.h"
+#include "proc.h"
 
 static volatile sig_atomic_t held_tid = 0;
 static volatile sig_atomic_t requested = 0;

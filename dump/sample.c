@@ -32,7 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "sample.h"
+#include "arch.h"
+#include "mem.h"
+#include "out.h"
+#include "proc.h"
+#include "ptrace.h"
+#include "thread.h"
 
 #define SAMPLE_STOP_TIMEOUT_MS 500
 #define MAX_SAMPLED_THREADS 4096

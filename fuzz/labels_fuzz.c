@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dump/dump.h"
+#include "../dump/labels.h"
+#include "../dump/out.h"
 #include "fake_mem.h"
 
 /* Round and far from 0, so a NULL or small pointer never lands in the image. */
