@@ -26,7 +26,7 @@
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "type": "executable",
-          "sources": ["dump/main.c", "dump/locate.c", "dump/elfinfo.c",
+          "sources": ["dump/main.c", "dump/snapshot.c", "dump/locate.c", "dump/elfinfo.c",
                       "dump/tlsmath.c", "dump/ptrace.c", "dump/mem.c",
                       "dump/proc.c", "dump/labels.c", "dump/out.c",
                       "dump/sample.c", "dump/privilege.c", "dump/proto.c",

@@ -34,6 +34,9 @@ int cld_ptrace_init(cld_error_t *err);
  * held back, so every path out of the program resumes the thread first.
  */
 cld_stop_status_t cld_thread_stop(pid_t tid, cld_stop_t *stop, int timeout_ms, int *errnum);
+/* Fails the run for a stop that no other thread would escape (EPERM,
+ * EBUSY: already traced); returns the exit code, with err set. */
+int cld_stop_fail(cld_error_t *err, pid_t pid, pid_t tid, cld_stop_status_t status, int errnum);
 /* Detaches (the thread runs on), re-delivering any signal it was stopped with. */
 void cld_thread_resume(cld_stop_t *stop);
 /* Detaches threads that stopped after their stop timed out; true if none is left. */

@@ -976,15 +976,8 @@ int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_
   }
   elapsed = since(&start);
   if (options->progress) clear_progress();
-  if (s.refused == CLD_STOP_EBUSY) {
-    rc = cld_fail(err, CLD_EXIT_PERM,
-                  "permission denied: thread %d of process %d is already traced by process %d "
-                  "(a debugger?); detach it and retry",
-                  (int)s.refused_tid, (int)p->pid, (int)cld_tracer_of(s.refused_tid));
-    goto done;
-  }
-  if (s.refused == CLD_STOP_EPERM) {
-    rc = cld_proc_error(err, p->pid, EPERM, "attach with ptrace to the threads");
+  if (s.refused != CLD_STOP_OK) {
+    rc = cld_stop_fail(err, p->pid, s.refused_tid, s.refused, EPERM);
     goto done;
   }
   if (s.gone && s.ticks == 0) {

@@ -1,6 +1,6 @@
 /*
  * Reading what one thread publishes, from its thread pointer (thread.c):
- * its label set and its OpenTelemetry record.  The snapshot (main.c)
+ * its label set and its OpenTelemetry record.  The snapshot (snapshot.c)
  * and the sampler (sample.c) read threads this way.
  */
 #ifndef CLD_THREAD_H
