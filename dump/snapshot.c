@@ -63,10 +63,9 @@ static void print_thread(const cld_snapshot_options_t *o, const thread_read_t *t
   const cld_labels_t *l = t->labels;
   const cld_otel_record_t *r = t->record;
   if (o->json) {
-    printf("{\"tid\": %d, \"name\": ", (int)t->tid);
-    cld_json_string(stdout, (const unsigned char *)t->name, strlen(t->name));
     uint64_t id;
-    if (cld_node_thread_id(t->node, t->tid, &id)) printf(", \"node_thread_id\": %" PRIu64, id);
+    bool has_id = cld_node_thread_id(t->node, t->tid, &id);
+    cld_json_thread(stdout, t->tid, t->name, has_id ? &id : NULL);
     if (l != NULL) {
       fputs(", \"labels\": ", stdout);
       cld_json_labels(stdout, l);

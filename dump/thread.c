@@ -1,8 +1,8 @@
 /*
  * Reading what one stopped thread publishes: its variable's address from
  * its thread pointer (locate.c), then the set or record there (labels.c,
- * otel.c).  Both the snapshot (snapshot.c) and the sampler (sample.c) read
- * threads this way; neither calls the other.
+ * otel.c).  Both the snapshot (snapshot.c) and the sampler (sample.c,
+ * sample_read.c) read threads this way; neither calls the other.
  */
 #include <stdarg.h>
 #include <stdio.h>

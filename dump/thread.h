@@ -1,7 +1,7 @@
 /*
  * Reading what one thread publishes, from its thread pointer (thread.c):
  * its label set and its OpenTelemetry record.  The snapshot (snapshot.c)
- * and the sampler (sample.c) read threads this way.
+ * and the sampler (sample.c, sample_read.c) read threads this way.
  */
 #ifndef CLD_THREAD_H
 #define CLD_THREAD_H
