@@ -13,7 +13,9 @@
 /*
  * The ABI v1 types, laid out as the ABI document defines them.  The reader
  * reads a process of its own architecture (x86-64 or aarch64), where
- * size_t and pointers are 8 bytes, as they are in the target.
+ * size_t and pointers are 8 bytes, as they are in the target.  They repeat
+ * src/customlabels.h on purpose: the tool knows the ABI from its document,
+ * as any profiler does, and includes nothing from the addon.
  */
 typedef struct {
   size_t len;
