@@ -554,6 +554,11 @@ void cld_json_thread(FILE *out, pid_t tid, const char *name, const uint64_t *nod
   if (node_id != NULL) fprintf(out, ", \"node_thread_id\": %" PRIu64, *node_id);
 }
 
+void cld_node_cell(char *cell, size_t size, uint64_t id) {
+  if (id == 0) snprintf(cell, size, "main");
+  else snprintf(cell, size, "worker %" PRIu64, id);
+}
+
 bool cld_out_flush(FILE *out) {
   if (fflush(out) == 0 && !ferror(out)) return true;
   int e = errno;

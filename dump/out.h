@@ -55,6 +55,11 @@ void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx);
  * resource, key map and warnings below it. */
 void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx);
 
+/* The NODE column of both tables: its width, and the words for a Node.js
+ * threadId: "main" for 0, else "worker ID". */
+#define CLD_NODE_COLUMN 10
+void cld_node_cell(char *cell, size_t size, uint64_t id);
+
 /* Flushes stdout; false (and a message) when it failed, e.g. a closed pipe. */
 bool cld_out_flush(FILE *out);
 

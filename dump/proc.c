@@ -264,13 +264,6 @@ bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *
   return false;
 }
 
-void cld_node_thread_cell(const cld_node_threads_t *threads, pid_t tid, char *cell, size_t size) {
-  uint64_t id;
-  if (!cld_node_thread_id(threads, tid, &id)) snprintf(cell, size, "%s", "");
-  else if (id == 0) snprintf(cell, size, "main");
-  else snprintf(cell, size, "worker %" PRIu64, id);
-}
-
 void cld_node_threads_free(cld_node_threads_t *threads) {
   free(threads->list);
   threads->list = NULL;

@@ -63,7 +63,5 @@ void cld_node_threads_read(pid_t pid, cld_node_threads_t *threads);
 /* The thread's threadId, if it has one. */
 bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *id);
 void cld_node_threads_free(cld_node_threads_t *threads);
-/* The table's cell for it: "main" (threadId 0), "worker ID", or "" if none. */
-void cld_node_thread_cell(const cld_node_threads_t *threads, pid_t tid, char *cell, size_t size);
 
 #endif

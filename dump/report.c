@@ -19,12 +19,9 @@
  * The NODE column of a label set's row: the Node.js threads it was sampled
  * on, "main" and "worker ID" joined by commas, as many as fit, then "...".
  */
-#define NODE_COLUMN 10
-
 static void add_node(char *nodes, size_t size, uint64_t id) {
   char cell[32];
-  if (id == 0) snprintf(cell, sizeof(cell), "main");
-  else snprintf(cell, sizeof(cell), "worker %" PRIu64, id);
+  cld_node_cell(cell, sizeof(cell), id);
   size_t len = strlen(nodes);
   if (len >= 3 && strcmp(nodes + len - 3, "...") == 0) return;
   /* Already listed: a whole item between separators. */
@@ -123,13 +120,13 @@ static int text_report(const cld_report_t *rp, parts_t *parts, cld_error_t *err)
     printf("no thread was running at any tick\n");
   } else {
     if (node_column)
-      printf("%8s  %6s  %-*s %s\n", "SAMPLES", "SHARE", NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
+      printf("%8s  %6s  %-*s %s\n", "SAMPLES", "SHARE", CLD_NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
     else
       printf("%8s  %6s  %s\n", "SAMPLES", "SHARE", p->has_labels ? "LABELS" : "OTEL");
     for (size_t i = 0; i < n; i++) {
       cld_tally_entry_t *e = list[i];
       printf("%8" PRIu64 "  %5.1f%%  ", e->samples, 100.0 * (double)e->samples / (double)rp->samples);
-      if (node_column) printf("%-*s ", NODE_COLUMN, e->nodes);
+      if (node_column) printf("%-*s ", CLD_NODE_COLUMN, e->nodes);
       text_row(rp, parts, e);
       fputc('\n', stdout);
     }

@@ -56,8 +56,6 @@ typedef struct {
   const cld_node_threads_t *node;   /* Node.js threadIds, if the process has any */
 } thread_read_t;
 
-/* Width of the NODE column, shown for processes whose threads have ids. */
-#define NODE_COLUMN 10
 
 static void print_thread(const cld_snapshot_options_t *o, const thread_read_t *t) {
   const cld_labels_t *l = t->labels;
@@ -86,9 +84,12 @@ static void print_thread(const cld_snapshot_options_t *o, const thread_read_t *t
   size_t indent = 26;
   if (t->node->count > 0) {
     char cell[32];
-    cld_node_thread_cell(t->node, t->tid, cell, sizeof(cell));
-    printf("%-*s ", NODE_COLUMN, cell);
-    indent += NODE_COLUMN + 1;
+    uint64_t id;
+    if (cld_node_thread_id(t->node, t->tid, &id)) cld_node_cell(cell, sizeof(cell), id);
+    else cell[0] = '\0';
+    /* Shown for processes whose threads have ids. */
+    printf("%-*s ", CLD_NODE_COLUMN, cell);
+    indent += CLD_NODE_COLUMN + 1;
   }
   if (l != NULL) {
     cld_text_labels(stdout, l);
@@ -185,7 +186,7 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
   }
   if (show_ctx) cld_text_otel_ctx(stdout, p->pid, ctx);
   if (node->count > 0)
-    printf("%7s  %-16s %-*s %s\n", "TID", "NAME", NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
+    printf("%7s  %-16s %-*s %s\n", "TID", "NAME", CLD_NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
   else
     printf("%7s  %-16s %s\n", "TID", "NAME", p->has_labels ? "LABELS" : "OTEL");
 }
