@@ -246,8 +246,9 @@ void cld_node_threads_read(pid_t pid, cld_node_threads_t *threads) {
   }
   free(line);
   fclose(maps);
-  /* Two copies of the addon in one thread name it twice, alike. */
-  qsort(threads->list, threads->count, sizeof(*threads->list), by_tid);
+  /* Two copies of the addon in one thread name it twice, alike.  A process
+   * without such threads has no list at all, and qsort must not get NULL. */
+  if (threads->count > 1) qsort(threads->list, threads->count, sizeof(*threads->list), by_tid);
 }
 
 bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *id) {
