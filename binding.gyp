@@ -26,10 +26,12 @@
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "type": "executable",
-          "sources": ["dump/main.c", "dump/locate.c", "dump/elfinfo.c",
-                      "dump/tlsmath.c", "dump/ptrace.c", "dump/mem.c",
-                      "dump/proc.c", "dump/labels.c", "dump/out.c",
-                      "dump/sample.c", "dump/privilege.c", "dump/proto.c",
+          "sources": ["dump/main.c", "dump/snapshot.c", "dump/sample.c",
+                      "dump/sample_threads.c", "dump/sample_read.c",
+                      "dump/tally.c", "dump/report.c", "dump/out.c",
+                      "dump/locate.c", "dump/elfinfo.c", "dump/tlsmath.c",
+                      "dump/ptrace.c", "dump/mem.c", "dump/proc.c",
+                      "dump/labels.c", "dump/privilege.c", "dump/proto.c",
                       "dump/otel.c", "dump/thread.c", "dump/glibc_compat.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",

@@ -9,7 +9,7 @@
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 
-#include "dump.h"
+#include "arch.h"
 
 const cld_arch_t *cld_native_arch(void) { return &cld_arch_aarch64; }
 

@@ -4,7 +4,7 @@
  *
  * The target may be corrupt or hostile: `count` and lengths are whatever the
  * memory holds and pointers may lead nowhere.  So every read is bounded by
- * the caps in dump.h, goes through process_vm_readv (a bad pointer is an
+ * the caps in labels.h, goes through process_vm_readv (a bad pointer is an
  * EFAULT, not a crash), and lands in the caller's fixed buffer: nothing here
  * allocates.  What was cut or skipped becomes a warning.
  */
@@ -15,29 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dump.h"
-
-void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, va_list ap) {
-  char why[192];
-  vsnprintf(why, sizeof(why), fmt, ap);
-  if (labels != NULL) {
-    cld_labels_reset(labels);
-    labels->error = true;
-    snprintf(labels->why, sizeof(labels->why), "%s", why);
-  }
-  if (record != NULL) {
-    cld_otel_record_reset(record);
-    record->error = true;
-    snprintf(record->why, sizeof(record->why), "%s", why);
-  }
-}
-
-void cld_unread(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  cld_unreadv(labels, record, fmt, ap);
-  va_end(ap);
-}
+#include "labels.h"
+#include "mem.h"
 
 void cld_labels_reset(cld_labels_t *labels) {
   labels->is_null = false;

@@ -18,8 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "locate.h"
+#include "arch.h"
 #include "elfinfo.h"
+#include "mem.h"
+#include "proc.h"
 
 /* Mapped files looked at; a process maps a few dozen. */
 #define MAX_CANDIDATES 4096

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "dump.h"
+#include "mem.h"
 
 int cld_fail(cld_error_t *err, int code, const char *fmt, ...) {
   va_list ap;

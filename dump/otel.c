@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dump.h"
+#include "otel.h"
+#include "mem.h"
 
 /* ---- Thread context records ---- */
 

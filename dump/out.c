@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dump.h"
+#include "out.h"
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
 static size_t utf8_sequence(const unsigned char *s, size_t n) {
@@ -143,24 +143,37 @@ void cld_json_labels(FILE *out, const cld_labels_t *labels) {
   fputc('}', out);
 }
 
+void cld_json_warnings(FILE *out, const char *const *warnings, size_t n) {
+  if (n == 0) return;
+  fputs(", \"warnings\": [", out);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0) fputs(", ", out);
+    json_text(out, warnings[i]);
+  }
+  fputc(']', out);
+}
+
+/* `, "warnings": [...]` for a fixed array of messages, as the readers keep them. */
+_Static_assert(CLD_OTEL_MAX_WARNINGS <= CLD_MAX_WARNINGS, "a record's warnings fit the list");
+static void json_warning_array(FILE *out, const char (*warnings)[192], size_t n, const char *more) {
+  const char *list[CLD_MAX_WARNINGS + 1];
+  size_t count = 0;
+  for (size_t i = 0; i < n && count < CLD_MAX_WARNINGS; i++) list[count++] = warnings[i];
+  if (more != NULL) list[count++] = more;
+  cld_json_warnings(out, list, count);
+}
+
 void cld_json_problems(FILE *out, const cld_labels_t *labels) {
   if (labels->error) {
     fputs(", \"error\": ", out);
     json_text(out, labels->why);
   }
-  if (labels->nwarnings == 0) return;
-  fputs(", \"warnings\": [", out);
-  for (size_t i = 0; i < labels->nwarnings; i++) {
-    if (i > 0) fputs(", ", out);
-    json_text(out, labels->warnings[i]);
-  }
-  if (labels->dropped_warnings > 0) {
-    char more[64];
+  char more[64];
+  if (labels->dropped_warnings > 0)
     snprintf(more, sizeof(more), "and %zu more warnings", labels->dropped_warnings);
-    fputs(", ", out);
-    json_text(out, more);
-  }
-  fputc(']', out);
+  if (labels->nwarnings > 0)
+    json_warning_array(out, labels->warnings, labels->nwarnings,
+                       labels->dropped_warnings > 0 ? more : NULL);
 }
 
 void cld_text_labels(FILE *out, const cld_labels_t *labels) {
@@ -231,7 +244,6 @@ static void write_double(FILE *out, double d) {
   }
   fputs(buf, out);
 }
-
 
 /* The LEN fields numbered 1 of a message: ArrayValue.values, KeyValueList.values. */
 static bool next_element(cld_pb_reader_t *r, cld_pb_field_t *f) {
@@ -337,16 +349,6 @@ static void json_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel
   fputc('}', out);
 }
 
-static void json_warnings(FILE *out, const char (*warnings)[192], size_t n) {
-  if (n == 0) return;
-  fputs(", \"warnings\": [", out);
-  for (size_t i = 0; i < n; i++) {
-    if (i > 0) fputs(", ", out);
-    json_text(out, warnings[i]);
-  }
-  fputc(']', out);
-}
-
 void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
   if (ctx->status == CLD_OTEL_CTX_NONE) {
     fputs("null", out);
@@ -380,7 +382,7 @@ void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
     fputs(", \"attributes\": ", out);
     json_attributes(out, ctx, ctx->attributes, ctx->nattributes);
   }
-  json_warnings(out, ctx->warnings, ctx->nwarnings);
+  json_warning_array(out, ctx->warnings, ctx->nwarnings, NULL);
   fputc('}', out);
 }
 
@@ -432,7 +434,38 @@ void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx) {
   for (size_t i = 0; i < ctx->nwarnings; i++) fprintf(out, "  warning: %s\n", ctx->warnings[i]);
 }
 
-void cld_json_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+/*
+ * A record's attributes, named by ctx's key map, as JSON members or as
+ * key="value" pairs after `shown` items already written on the line.
+ * Returns how many were written; *unnamed counts those whose key index the
+ * map lacks (a record decoded for a bigger map than ctx's).
+ */
+static size_t record_attrs(FILE *out, bool json, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx,
+                           size_t shown, size_t *unnamed) {
+  size_t nkeys = cld_otel_ctx_nkeys(ctx);
+  *unnamed = 0;
+  for (size_t i = 0; i < r->count; i++) {
+    const cld_otel_entry_t *e = &r->entries[i];
+    if (e->key >= nkeys) {
+      (*unnamed)++;
+      continue;
+    }
+    const unsigned char *name = at(ctx, ctx->keys[e->key]);
+    size_t name_len = ctx->keys[e->key].len;
+    if (shown++ > 0) fputs(json ? ", " : " ", out);
+    if (json) {
+      cld_json_string(out, name, name_len);
+      fputs(": ", out);
+      cld_json_string(out, r->attrs_data + e->off, e->len);
+    } else {
+      cld_text_label(out, name, name_len, r->attrs_data + e->off, e->len);
+    }
+  }
+  return shown;
+}
+
+/* The JSON of a record: whole, or its attributes alone (what a sample counts under). */
+static void json_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx, bool whole) {
   if (r->is_null) {
     fputs("null", out);
     return;
@@ -447,30 +480,27 @@ void cld_json_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_
     fputs("{\"valid\": false}", out);
     return;
   }
-  bool no_span = cld_otel_record_no_span(r);
-  fputs("{\"trace_id\": ", out);
-  if (no_span) fputs("null", out);
-  else json_hex(out, r->trace_id, sizeof(r->trace_id));
-  fputs(", \"span_id\": ", out);
-  if (no_span) fputs("null", out);
-  else json_hex(out, r->span_id, sizeof(r->span_id));
-  fprintf(out, ", \"flags\": \"%02x\", \"attrs\": {", r->flags);
-  size_t nkeys = cld_otel_ctx_nkeys(ctx), shown = 0;
-  for (size_t i = 0; i < r->count; i++) {
-    const cld_otel_entry_t *e = &r->entries[i];
-    /* Decoded for this map or a smaller one, whose indexes it keeps. */
-    if (e->key >= nkeys) continue;
-    if (shown++ > 0) fputs(", ", out);
-    cld_json_string(out, at(ctx, ctx->keys[e->key]), ctx->keys[e->key].len);
-    fputs(": ", out);
-    cld_json_string(out, r->attrs_data + e->off, e->len);
+  fputc('{', out);
+  if (whole) {
+    bool no_span = cld_otel_record_no_span(r);
+    fputs("\"trace_id\": ", out);
+    if (no_span) fputs("null", out);
+    else json_hex(out, r->trace_id, sizeof(r->trace_id));
+    fputs(", \"span_id\": ", out);
+    if (no_span) fputs("null", out);
+    else json_hex(out, r->span_id, sizeof(r->span_id));
+    fprintf(out, ", \"flags\": \"%02x\", ", r->flags);
   }
-  fprintf(out, "}, \"dropped\": %zu", r->dropped);
-  json_warnings(out, r->warnings, r->nwarnings);
+  fputs("\"attrs\": {", out);
+  size_t unnamed;
+  record_attrs(out, true, r, ctx, 0, &unnamed);
+  fprintf(out, "}, \"dropped\": %zu", r->dropped + unnamed);
+  if (whole) json_warning_array(out, r->warnings, r->nwarnings, NULL);
   fputc('}', out);
 }
 
-void cld_text_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+/* The text of a record: whole, or its attributes alone. */
+static void text_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx, bool whole) {
   if (r->is_null) {
     fputs("(null: no record)", out);
     return;
@@ -483,24 +513,50 @@ void cld_text_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_
     fprintf(out, "(invalid record: valid=0x%02x)", r->valid);
     return;
   }
-  if (cld_otel_record_no_span(r)) {
-    fputs("(no span)", out);
-  } else {
-    fputs("trace_id=", out);
-    hex(out, r->trace_id, sizeof(r->trace_id));
-    fputs(" span_id=", out);
-    hex(out, r->span_id, sizeof(r->span_id));
+  size_t shown = 0;
+  if (whole) {
+    if (cld_otel_record_no_span(r)) {
+      fputs("(no span)", out);
+    } else {
+      fputs("trace_id=", out);
+      hex(out, r->trace_id, sizeof(r->trace_id));
+      fputs(" span_id=", out);
+      hex(out, r->span_id, sizeof(r->span_id));
+    }
+    fprintf(out, " flags=%02x", r->flags);
+    shown = 1;
   }
-  fprintf(out, " flags=%02x", r->flags);
-  size_t nkeys = cld_otel_ctx_nkeys(ctx);
-  for (size_t i = 0; i < r->count; i++) {
-    const cld_otel_entry_t *e = &r->entries[i];
-    if (e->key >= nkeys) continue;
-    fputc(' ', out);
-    cld_text_label(out, at(ctx, ctx->keys[e->key]), ctx->keys[e->key].len, r->attrs_data + e->off,
-                   e->len);
-  }
-  if (r->dropped > 0) fprintf(out, " (%zu dropped: key index not in the key map)", r->dropped);
+  size_t unnamed;
+  if (record_attrs(out, false, r, ctx, shown, &unnamed) == 0) fputs("(no attributes)", out);
+  size_t dropped = r->dropped + unnamed;
+  if (dropped > 0) fprintf(out, " (%zu dropped: key index not in the key map)", dropped);
+}
+
+void cld_json_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  json_record(out, r, ctx, true);
+}
+
+void cld_text_otel_record(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  text_record(out, r, ctx, true);
+}
+
+void cld_json_otel_attrs(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  json_record(out, r, ctx, false);
+}
+
+void cld_text_otel_attrs(FILE *out, const cld_otel_record_t *r, const cld_otel_ctx_t *ctx) {
+  text_record(out, r, ctx, false);
+}
+
+void cld_json_thread(FILE *out, pid_t tid, const char *name, const uint64_t *node_id) {
+  fprintf(out, "{\"tid\": %d, \"name\": ", (int)tid);
+  json_text(out, name);
+  if (node_id != NULL) fprintf(out, ", \"node_thread_id\": %" PRIu64, *node_id);
+}
+
+void cld_node_cell(char *cell, size_t size, uint64_t id) {
+  if (id == 0) snprintf(cell, size, "main");
+  else snprintf(cell, size, "worker %" PRIu64, id);
 }
 
 bool cld_out_flush(FILE *out) {

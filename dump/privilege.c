@@ -25,7 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "privilege.h"
+#include "proc.h"
 
 bool cld_status_ids(const char *status, size_t len, const char *name, unsigned long ids[4]) {
   size_t nlen = strlen(name);

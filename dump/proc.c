@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "proc.h"
 
 /* Reads up to size-1 bytes of a small /proc file; -1 with errno on failure. */
 static ssize_t read_small(const char *path, char *buf, size_t size) {
@@ -207,7 +207,7 @@ void cld_tasks_free(cld_tasks_t *tasks) {
   tasks->count = tasks->capacity = 0;
 }
 
-/* ---- Node.js thread ids (see dump.h) ---- */
+/* ---- Node.js thread ids (see proc.h) ---- */
 
 #define NODE_THREAD_NAME "/memfd:customlabels-thread tid="
 
@@ -246,8 +246,9 @@ void cld_node_threads_read(pid_t pid, cld_node_threads_t *threads) {
   }
   free(line);
   fclose(maps);
-  /* Two copies of the addon in one thread name it twice, alike. */
-  qsort(threads->list, threads->count, sizeof(*threads->list), by_tid);
+  /* Two copies of the addon in one thread name it twice, alike.  A process
+   * without such threads has no list at all, and qsort must not get NULL. */
+  if (threads->count > 1) qsort(threads->list, threads->count, sizeof(*threads->list), by_tid);
 }
 
 bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *id) {
@@ -262,13 +263,6 @@ bool cld_node_thread_id(const cld_node_threads_t *threads, pid_t tid, uint64_t *
     else hi = mid;
   }
   return false;
-}
-
-void cld_node_thread_cell(const cld_node_threads_t *threads, pid_t tid, char *cell, size_t size) {
-  uint64_t id;
-  if (!cld_node_thread_id(threads, tid, &id)) snprintf(cell, size, "%s", "");
-  else if (id == 0) snprintf(cell, size, "main");
-  else snprintf(cell, size, "worker %" PRIu64, id);
 }
 
 void cld_node_threads_free(cld_node_threads_t *threads) {

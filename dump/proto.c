@@ -11,7 +11,9 @@
  */
 #include <string.h>
 
-#include "dump.h"
+#include <stdbool.h>
+
+#include "proto.h"
 
 #define WIRE_SGROUP 3
 #define WIRE_EGROUP 4

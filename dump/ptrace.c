@@ -30,7 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "ptrace.h"
+#include "proc.h"
 
 static volatile sig_atomic_t held_tid = 0;
 static volatile sig_atomic_t requested = 0;
@@ -236,4 +237,14 @@ bool cld_ptrace_settle(void) {
   }
   npending = kept;
   return npending == 0;
+}
+
+int cld_stop_fail(cld_error_t *err, pid_t pid, pid_t tid, cld_stop_status_t status, int errnum) {
+  if (status == CLD_STOP_EBUSY) {
+    return cld_fail(err, CLD_EXIT_PERM,
+                    "permission denied: thread %d of process %d is already traced by process %d "
+                    "(a debugger?); detach it and retry",
+                    (int)tid, (int)pid, (int)cld_tracer_of(tid));
+  }
+  return cld_proc_error(err, pid, errnum, "attach with ptrace to the threads");
 }

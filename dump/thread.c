@@ -1,12 +1,13 @@
 /*
  * Reading what one stopped thread publishes: its variable's address from
  * its thread pointer (locate.c), then the set or record there (labels.c,
- * otel.c).  Both the snapshot (main.c) and the sampler (sample.c) read
- * threads this way; neither calls the other.
+ * otel.c).  Both the snapshot (snapshot.c) and the sampler (sample.c,
+ * sample_read.c) read threads this way; neither calls the other.
  */
+#include <stdarg.h>
 #include <stdio.h>
 
-#include "dump.h"
+#include "thread.h"
 
 void cld_read_thread(const cld_target_t *t, uint64_t tp, cld_labels_t *labels) {
   uint64_t variable;
@@ -42,4 +43,26 @@ void cld_read_thread_otel(const cld_target_t *t, uint64_t tp, size_t nkeys, cld_
       snprintf(r->why, sizeof(r->why), "%s", why);
       break;
   }
+}
+
+void cld_unreadv(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, va_list ap) {
+  char why[192];
+  vsnprintf(why, sizeof(why), fmt, ap);
+  if (labels != NULL) {
+    cld_labels_reset(labels);
+    labels->error = true;
+    snprintf(labels->why, sizeof(labels->why), "%s", why);
+  }
+  if (record != NULL) {
+    cld_otel_record_reset(record);
+    record->error = true;
+    snprintf(record->why, sizeof(record->why), "%s", why);
+  }
+}
+
+void cld_unread(cld_labels_t *labels, cld_otel_record_t *record, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cld_unreadv(labels, record, fmt, ap);
+  va_end(ap);
 }

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dump/dump.h"
+#include "../dump/labels.h"
+#include "../dump/out.h"
+#include "../dump/tally.h"
 #include "fake_mem.h"
 
 /* Round and far from 0, so a NULL or small pointer never lands in the image. */
@@ -250,7 +252,7 @@ static void check_decoded(const cld_labels_t *l) {
   }
 }
 
-/* Writes the whole record both ways, as main.c and sample.c do. */
+/* Writes the whole record both ways, as snapshot.c and report.c do. */
 static void check_record(const cld_labels_t *l) {
   capture_t c;
   capture_open(&c);
@@ -270,6 +272,35 @@ static void check_record(const cld_labels_t *l) {
   capture_free(&c);
 }
 
+/*
+ * The sampler's key of a sorted set (tally.c): it decodes back into the
+ * same labels, which is what the report writes, and encodes again to the
+ * same bytes.
+ */
+static void check_key(const cld_labels_t *l, cld_labels_t *decoded) {
+  /* Owned by the harness for the whole run, like the labels. */
+  static unsigned char *key, *again;
+  if (key == NULL) {
+    key = malloc(CLD_KEY_LABELS_MAX);
+    again = malloc(CLD_KEY_LABELS_MAX);
+    CHECK(key != NULL && again != NULL);
+  }
+  cld_read_t read = {l, NULL};
+  size_t n = cld_key_encode(&read, key);
+  CHECK(n <= CLD_KEY_LABELS_MAX);
+  cld_key_decode(key, decoded, NULL);
+  CHECK(decoded->is_null == l->is_null && decoded->error == l->error);
+  CHECK(strcmp(decoded->why, l->why) == 0 && decoded->count == (l->error ? 0 : l->count));
+  for (size_t i = 0; i < decoded->count; i++) {
+    const cld_label_t *x = &l->labels[i], *y = &decoded->labels[i];
+    CHECK(x->key_len == y->key_len && x->value_len == y->value_len);
+    CHECK(memcmp(l->bytes + x->key_off, decoded->bytes + y->key_off, x->key_len) == 0);
+    CHECK(memcmp(l->bytes + x->value_off, decoded->bytes + y->value_off, x->value_len) == 0);
+  }
+  cld_read_t read_again = {decoded, NULL};
+  CHECK(cld_key_encode(&read_again, again) == n && memcmp(key, again, n) == 0);
+}
+
 /* Thread names and paths: cld_text_plain on the input's first bytes. */
 static void check_plain(const uint8_t *data, size_t size) {
   char name[64];
@@ -286,10 +317,11 @@ static void check_plain(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Owned by the harness for the whole run: ~75 KiB is too big for the stack. */
-  static cld_labels_t *labels;
+  static cld_labels_t *labels, *decoded;
   if (labels == NULL) {
     labels = malloc(sizeof(*labels));
-    CHECK(labels != NULL);
+    decoded = malloc(sizeof(*decoded));
+    CHECK(labels != NULL && decoded != NULL);
   }
   fake_mem_set(IMAGE_BASE, data, size);
   cld_labels_read(FAKE_PID, IMAGE_BASE, labels);
@@ -306,6 +338,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(labels->count == count && labels->used == used);
   for (size_t i = 1; i < labels->count; i++)
     CHECK(compare_labels(labels, &labels->labels[i - 1], &labels->labels[i]) <= 0);
+  check_key(labels, decoded);
   check_plain(data, size);
   return 0;
 }

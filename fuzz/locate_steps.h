@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../dump/dump.h"
 #include "../dump/elfinfo.h"
+#include "../dump/locate.h"
 
 #define FUZZ_PID 4242
 

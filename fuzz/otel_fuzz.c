@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dump/dump.h"
+#include "../dump/otel.h"
+#include "../dump/out.h"
 #include "check.h"
 #include "fake_mem.h"
 

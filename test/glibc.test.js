@@ -2,7 +2,7 @@
 // The addon and customlabels-dump load on glibc 2.28 (RHEL 8 and its
 // rebuilds, Debian 11's 2.31), though they are built on a newer glibc:
 // no symbol version either file needs is newer (src/glibc_compat.h,
-// src/dump/glibc_compat.c).  Checked with readelf, as the dynamic loader
+// dump/glibc_compat.c).  Checked with readelf, as the dynamic loader
 // checks it, on the files built from source and on the prebuilt files that
 // `npm pack` made, where there are any.  So that the check is known to be
 // able to fail, it must see glibc 2.34's versions in a file built here

@@ -2,7 +2,7 @@
 // The stress test's checker: what a sample of customlabels-dump --json
 // --sample says about the server's sets, and which results fail the run.
 //
-// What the reader reports and how it is counted (see dump/sample.c):
+// What the reader reports and how it is counted (see dump/sample_read.c and dump/tally.c):
 //   - a set read consistently (two reads agree, pointer unchanged): checked
 //     against test/stress/sets.js: key shape, checksums, and the thread it
 //     was on (HTTP sets only on the main thread, a worker's sets only on

@@ -1,0 +1,159 @@
+/*
+ * OpenTelemetry thread context records (OTEP 4947) and process context
+ * (OTEP 4719): reading and decoding them (otel.c).
+ */
+#ifndef CLD_OTEL_H
+#define CLD_OTEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "locate.h"
+#include "proto.h"
+
+/*
+ * OTEP 4947's record: trace-id[16], span-id[8], valid, trace-flags,
+ * attrs-data-size (uint16, host order), then attrs-data: entries of key
+ * index (uint8), length (uint8) and `length` bytes of value.
+ */
+#define CLD_OTEL_RECORD_HEADER 28
+#define CLD_OTEL_RECORD_MAX 640 /* what the OTEP recommends a record stays within */
+#define CLD_OTEL_ATTRS_MAX (CLD_OTEL_RECORD_MAX - CLD_OTEL_RECORD_HEADER)
+#define CLD_OTEL_MAX_KEYS 256   /* key indexes are one byte */
+#define CLD_OTEL_MAX_ENTRIES (CLD_OTEL_ATTRS_MAX / 2)
+#define CLD_OTEL_MAX_WARNINGS 4
+/* The record layout this reader knows, as threadlocal.schema_version names it. */
+#define CLD_OTEL_SCHEMA "tlsdesc_v1_dev"
+
+/* One attribute of a record: bytes in cld_otel_record_t.attrs_data. */
+typedef struct {
+  uint8_t key;   /* index in the key map */
+  uint8_t len;
+  uint16_t off;
+} cld_otel_entry_t;
+
+/* One thread's record as read.  Fixed size: no allocation per read. */
+typedef struct {
+  bool is_null;                 /* the pointer is NULL: no context on this thread */
+  bool error;                   /* unreadable; `why` says why */
+  char why[192];
+  uint64_t address;             /* of the record */
+  uint8_t valid;                /* the byte as read: only 1 means valid */
+  uint8_t trace_id[16];
+  uint8_t span_id[8];
+  uint8_t flags;
+  uint16_t attrs_size;          /* attrs-data-size as the record claims it */
+  size_t attrs_read;            /* bytes of attrs-data read, at most CLD_OTEL_ATTRS_MAX */
+  unsigned char attrs_data[CLD_OTEL_ATTRS_MAX];
+  /* Decoded: one entry per key index (its last occurrence), in index order. */
+  size_t count;
+  cld_otel_entry_t entries[CLD_OTEL_MAX_ENTRIES];
+  size_t dropped;               /* entries whose index is outside the key map */
+  size_t trailing;              /* bytes at the end too short for a whole entry */
+  /* Problems met while reading, then those of the last decoding. */
+  size_t nwarnings, nread_warnings;
+  char warnings[CLD_OTEL_MAX_WARNINGS][192];
+} cld_otel_record_t;
+
+void cld_otel_record_reset(cld_otel_record_t *r);
+/*
+ * Reads the record that the pointer at `variable` designates, as OTEP 4947
+ * says: the 28-byte header, then (if valid) at most CLD_OTEL_ATTRS_MAX bytes
+ * of attrs-data, and decodes it for a key map of `nkeys` keys.  Never fails:
+ * problems become `error` or warnings.
+ */
+void cld_otel_record_read(pid_t pid, uint64_t variable, size_t nkeys, cld_otel_record_t *r);
+/*
+ * Decodes attrs_data[0..attrs_read) for a key map of `nkeys` keys: parsing
+ * stops where the rest cannot hold a whole entry, entries whose index is
+ * outside the map are dropped (counted), and the last occurrence of an
+ * index wins.  Pure; may be called again with another `nkeys`.
+ */
+void cld_otel_record_decode(cld_otel_record_t *r, size_t nkeys);
+/* Whether both trace-id and span-id are all zero: a record without a span. */
+bool cld_otel_record_no_span(const cld_otel_record_t *r);
+/* Bytes of a process context's payload. */
+typedef struct {
+  uint32_t off, len;
+} cld_span_t;
+
+/* A KeyValue of the payload: its key, and its value as AnyValue bytes. */
+typedef struct {
+  cld_span_t key;
+  cld_span_t value;
+} cld_otel_attribute_t;
+
+#define CLD_OTEL_PAYLOAD_MAX 65536
+#define CLD_OTEL_MAX_ATTRIBUTES 256 /* resource attributes kept, and others */
+#define CLD_OTEL_CTX_ATTEMPTS 3
+#define CLD_OTEL_CTX_VERSION 2
+
+typedef enum {
+  CLD_OTEL_CTX_NONE = 0,   /* no mapping named OTEL_CTX */
+  CLD_OTEL_CTX_OK,
+  CLD_OTEL_CTX_CHANGING,   /* updated during every attempt to read it */
+  CLD_OTEL_CTX_ERROR       /* unreadable or malformed; `why` says why */
+} cld_otel_ctx_status_t;
+
+/* A process context as read and decoded.  ~80 KiB: allocate it once. */
+typedef struct {
+  cld_otel_ctx_status_t status;
+  char why[256];
+  char mapping[64];             /* the mapping's name in /proc/PID/maps */
+  uint64_t address;             /* of the header */
+  uint64_t published_at_ns;
+  size_t payload_size;
+  unsigned char payload[CLD_OTEL_PAYLOAD_MAX];
+  /* Decoded, as spans of `payload`: */
+  bool has_schema;              /* threadlocal.schema_version, a string */
+  cld_span_t schema;
+  bool has_key_map;             /* threadlocal.attribute_key_map, strings */
+  size_t nkeys;
+  cld_span_t keys[CLD_OTEL_MAX_KEYS];
+  size_t nresource;             /* Resource.attributes */
+  cld_otel_attribute_t resource[CLD_OTEL_MAX_ATTRIBUTES];
+  size_t nattributes;           /* ProcessContext.attributes but the two above */
+  cld_otel_attribute_t attributes[CLD_OTEL_MAX_ATTRIBUTES];
+  size_t nwarnings;
+  char warnings[CLD_OTEL_MAX_WARNINGS][192];
+} cld_otel_ctx_t;
+
+/*
+ * Whether a /proc/PID/maps line is a process context's mapping: named
+ * /memfd:OTEL_CTX (with or without " (deleted)"), [anon_shmem:OTEL_CTX] or
+ * [anon:OTEL_CTX], and not executable.  Sets *start and copies the name.
+ */
+bool cld_otel_ctx_mapping(const char *line, uint64_t *start, char *name, size_t name_size);
+/* Finds the mapping in /proc/PID/maps and reads it (status NONE if none). */
+void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx);
+/*
+ * Reads the context whose header is at `address` by OTEP 4719's protocol:
+ * published_at_ns, the header, the payload, then published_at_ns again,
+ * which must not have changed; up to CLD_OTEL_CTX_ATTEMPTS attempts,
+ * `pause_ns` apart.  Then decodes the payload.
+ */
+void cld_otel_ctx_read_at(pid_t pid, uint64_t address, long pause_ns, cld_otel_ctx_t *ctx);
+/* Decodes payload[0..payload_size) as a ProcessContext.  Pure. */
+bool cld_otel_ctx_decode(cld_otel_ctx_t *ctx);
+/*
+ * Whether threads' records are read.  OTEP 4947's readers look for
+ * otel_thread_ctx_v1 once a process context announces the thread context,
+ * so beside the Custom Label ABI the records are read only when the process
+ * has a process context mapping (readable or not); a process that exports
+ * only otel_thread_ctx_v1 is always read.
+ */
+bool cld_otel_in_use(const cld_process_t *p, const cld_otel_ctx_t *ctx);
+/* The key map's size when the context was read and decoded, else 0. */
+size_t cld_otel_ctx_nkeys(const cld_otel_ctx_t *ctx);
+/*
+ * The value an AnyValue message holds: its last field of the `value` oneof
+ * (1 string, 2 bool, 3 int, 4 double, 5 array, 6 kvlist, 7 bytes) with the
+ * right wire type.  False when none is set or the message is malformed.
+ */
+bool cld_otel_any_value(const unsigned char *bytes, size_t len, cld_pb_field_t *value);
+/* Deepest nesting of arrays and kvlists a decoded payload may hold. */
+#define CLD_OTEL_MAX_VALUE_DEPTH 16
+
+#endif

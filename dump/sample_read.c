@@ -1,0 +1,80 @@
+/*
+ * Reading a running thread without stopping it.  The sampler stops a
+ * thread once, to learn its thread pointer (it never changes for a thread's
+ * life); after that its labels are read while it runs.  Such a read could
+ * race with the thread switching sets, and a writer may reuse the memory of
+ * a set that is no longer published (this package's arena does) and even
+ * publish a new set at the same address while we read.  So a read counts
+ * only when two whole reads in a row, each between two reads of the
+ * pointers that agree, give the same pointers and the same bytes; otherwise
+ * it is read again.  The record is read the same way, in the same reads as
+ * the labels.
+ */
+#include <string.h>
+
+#include "sample_read.h"
+#include "mem.h"
+#include "tally.h"
+#include "thread.h"
+
+static uint64_t pointer_of(const cld_labels_t *l) {
+  return l->is_null ? 0 : l->set_address;
+}
+
+static uint64_t record_pointer(const cld_otel_record_t *r) {
+  return r->is_null ? 0 : r->address;
+}
+
+/* Whether the variable still holds `pointer`; true when there is nothing
+ * to compare (no variable for this thread yet, or it cannot be read). */
+static bool unchanged(const cld_target_t *t, uint64_t tp, uint64_t pointer) {
+  uint64_t variable, now;
+  char why[192];
+  if (cld_variable_address(t, tp, &variable, why, sizeof(why)) != CLD_VAR_OK) return true;
+  if (cld_mem_read_u64(t->pid, variable, &now) != 0) return true;
+  return now == pointer;
+}
+
+/* One consistent read of the labels into r->labels, or false (see the top). */
+static bool labels_stable(const cld_reading_t *r, uint64_t tp) {
+  const cld_target_t *t = &r->process->labels;
+  cld_labels_t *l = r->labels, *check = r->check;
+  cld_read_thread(t, tp, l);
+  if (!unchanged(t, tp, pointer_of(l))) return false;
+  if (l->is_null) return true; /* one aligned word: cannot be torn */
+  cld_read_thread(t, tp, check);
+  if (!unchanged(t, tp, pointer_of(l)) || pointer_of(check) != pointer_of(l)) return false;
+  size_t n = cld_key_labels(l, r->key);
+  return cld_key_labels(check, r->check_key) == n && memcmp(r->key, r->check_key, n) == 0;
+}
+
+/* One consistent read of the record into r->record, or false. */
+static bool record_stable(const cld_reading_t *r, uint64_t tp) {
+  const cld_target_t *t = &r->process->otel;
+  cld_otel_record_t *rec = r->record, *check = r->check_record;
+  cld_read_thread_otel(t, tp, CLD_ALL_KEYS, rec);
+  if (!unchanged(t, tp, record_pointer(rec))) return false;
+  if (rec->is_null) return true;
+  cld_read_thread_otel(t, tp, CLD_ALL_KEYS, check);
+  if (!unchanged(t, tp, record_pointer(rec)) || record_pointer(check) != record_pointer(rec)) return false;
+  size_t n = cld_key_record(rec, r->key);
+  return cld_key_record(check, r->check_key) == n && memcmp(r->key, r->check_key, n) == 0;
+}
+
+/*
+ * Each part consistent on its own, then the labels' pointer once more, so
+ * that a thread that switched both between the two parts is read again
+ * rather than counted under a mix of the two.
+ */
+void cld_read_running(const cld_reading_t *r, uint64_t tp) {
+  cld_labels_t *l = r->labels;
+  cld_otel_record_t *rec = r->record;
+  for (int attempt = 0; attempt < CLD_READ_ATTEMPTS; attempt++) {
+    if (l != NULL && !labels_stable(r, tp)) continue;
+    if (rec != NULL && !record_stable(r, tp)) continue;
+    if (l != NULL && rec != NULL && !unchanged(&r->process->labels, tp, pointer_of(l))) continue;
+    return;
+  }
+  cld_unread(l, NULL, "the set changed while it was read, %d times in a row", CLD_READ_ATTEMPTS);
+  cld_unread(NULL, rec, "the record changed while it was read, %d times in a row", CLD_READ_ATTEMPTS);
+}
