@@ -83,7 +83,7 @@ static bool hex_value(const unsigned char *s, size_t digits, uint32_t *value) {
 }
 
 /*
- * Decodes cld_json_string()'s output back to bytes, as the README tells
+ * Decodes cld_json_string()'s output back to bytes, as docs/dump.md (`--json`) tells
  * users to: JSON escapes, and \udcXX standing for the byte XX.  False if
  * the output is not a JSON string this reading accepts.
  */
