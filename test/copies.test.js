@@ -14,7 +14,7 @@ const { pack, npm } = require('./helpers/pack');
 const { emulated, why } = require('./helpers/emulation');
 
 const ROOT = path.resolve(__dirname, '..');
-const CHILD = path.join(__dirname, 'helpers/copies-child.js');
+const CHILD = path.join(__dirname, 'fixtures', 'copies-child.js');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 // Where an installed copy's addon is: the prebuilt one (the package ships it).
 const ADDON = path.join('prebuilds', `linux-${process.arch}`, 'customlabels.node');

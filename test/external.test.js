@@ -26,9 +26,9 @@ const { requireHardwareWatchpoints } = require('./helpers/watchpoints');
 const ROOT = path.resolve(__dirname, '..');
 const ADDON = path.join(ROOT, 'build', 'Release', 'customlabels.node');
 const READER = path.join(__dirname, 'helpers', 'cl-reader.gdb.py');
-const BLOCKED_CHILD = path.join(__dirname, 'helpers', 'blocked-child.js');
-const SWITCHER_CHILD = path.join(__dirname, 'helpers', 'switcher-child.js');
-const OTEL_TARGET = path.join(__dirname, 'helpers', 'otel-target.js');
+const BLOCKED_CHILD = path.join(__dirname, 'fixtures', 'blocked-child.js');
+const SWITCHER_CHILD = path.join(__dirname, 'fixtures', 'switcher-child.js');
+const OTEL_TARGET = path.join(__dirname, 'fixtures', 'otel-target.js');
 
 const SUPPORTED = process.platform === 'linux' && process.arch === 'x64';
 const ELF_SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');

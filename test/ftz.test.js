@@ -13,7 +13,7 @@ const { supported } = require('..');
 const { cc, emulated } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 
-const CHILD = path.join(__dirname, 'helpers/ftz-child.js');
+const CHILD = path.join(__dirname, 'fixtures', 'ftz-child.js');
 const SOURCE = path.join(__dirname, 'fixtures/ftz_addon.c');
 
 // Node-API headers: beside this node, else the system's.

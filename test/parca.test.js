@@ -198,7 +198,7 @@ describe("Parca Agent's address holds the published pointer (no ptrace)", functi
     // that frees the arena clears otel_thread_ctx_v1 as well as the slot.
     // In a process of its own: the thread context, once on, is on for
     // every thread.
-    const r = spawnSync(process.execPath, [path.join(__dirname, 'helpers', 'teardown-child.js'), tpAddon, ROOT],
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'teardown-child.js'), tpAddon, ROOT],
       { encoding: 'utf8', timeout: 60000 });
     assert.equal(r.status, 0, r.stderr);
     const seen = JSON.parse(r.stdout);

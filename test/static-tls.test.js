@@ -242,7 +242,7 @@ describe('static TLS in a pool of workers that come and go', function () {
 
   it(`${COUNT} workers, one after another: static TLS and the same offset every time, the last one read from outside`, async function () {
     const { child, pid, out } = await startFixture(process.execPath,
-      [path.join(__dirname, 'helpers', 'pool-child.js'), ROOT, tpAddon, String(COUNT)], { timeout: 150000 });
+      [path.join(__dirname, 'fixtures', 'pool-child.js'), ROOT, tpAddon, String(COUNT)], { timeout: 150000 });
     let stderr = '';
     child.stderr.on('data', (d) => { stderr += d; });
     const reports = JSON.parse(out.split('\n')[0]);

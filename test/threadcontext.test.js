@@ -14,7 +14,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const readline = require('node:readline');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
 
-const CHILD = path.join(__dirname, 'helpers', 'threadcontext-child.js');
+const CHILD = path.join(__dirname, 'fixtures', 'threadcontext-child.js');
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 function scenario(name) {
