@@ -21,7 +21,6 @@ const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const LAUNCHER = path.join(root, 'bin', 'customlabels-dump.js');
 const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'dump');
-const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
 
 // Children: every process a test starts is killed after it, on every path.
@@ -154,7 +153,7 @@ describe('customlabels-dump', function () {
   const bin = {};
 
   before(async function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
     const { dir, gcc, src: f, out } = fixtureBuilder('customlabels-dump-test-', bin);
     tmp = dir;
@@ -200,7 +199,7 @@ describe('customlabels-dump', function () {
     });
 
     it('compiles for aarch64 too (when a cross compiler is installed)', function () {
-      if (process.arch === 'arm64') this.skip(); // the test above compiled for it
+      if (process.arch === 'arm64') needs.feature(this, 'x86-64 host', 'on aarch64 the test above compiled for aarch64');
       needs.tool(this, 'aarch64-linux-gnu-gcc');
       const sources = fs.readdirSync(SRC)
         .filter((n) => n.endsWith('.c') && n !== 'arch_x86_64.c').map((n) => path.join(SRC, n));

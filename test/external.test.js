@@ -31,7 +31,6 @@ const SWITCHER_CHILD = path.join(__dirname, 'fixtures', 'switcher-child.js');
 const OTEL_TARGET = path.join(__dirname, 'fixtures', 'otel-target.js');
 
 const SUPPORTED = process.platform === 'linux' && process.arch === 'x64';
-const ELF_SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLSDESC = process.arch === 'arm64' ? 'R_AARCH64_TLSDESC' : 'R_X86_64_TLSDESC';
 
 // ---------------------------------------------------------------------------
@@ -160,7 +159,7 @@ function runReader(pid, dir, env, ms) {
 }
 
 function requireTools(ctx, ...tools) {
-  if (!SUPPORTED) ctx.skip();
+  needs.platform(ctx, ['x64']);
   needs.tool(ctx, ...tools);
 }
 
@@ -225,7 +224,7 @@ describe('external view (readelf, gdb)', function () {
 
   describe('the ELF file, read with readelf', function () {
     before(function () {
-      if (!ELF_SUPPORTED) this.skip();
+      needs.platform(this);
       needs.tool(this, 'readelf');
     });
 
@@ -535,7 +534,7 @@ describe('external view (readelf, gdb)', function () {
 
     before(function () {
       skipUnderEmulation(this, why.gdb);
-      if (!SUPPORTED) this.skip();
+      needs.platform(this, ['x64']);
       // gdb, and a hardware watchpoint that fires here.
       requireHardwareWatchpoints(this);
       dir = tmpdir();
@@ -584,7 +583,7 @@ describe('external view (readelf, gdb)', function () {
     for (const tier of tiers) {
       it(`${tier.name}: every value stored is NULL or a complete set the child published`, async function () {
         this.timeout(120000);
-        if (tier.when && !tier.when()) this.skip(); // not a tier this Node runs by default
+        if (tier.when && !tier.when()) needs.feature(this, 'V8 tier', `Node ${process.version} does not run ${tier.name} by default`);
         const flags = [...tier.flags, '--trace-opt', '--trace-deopt'];
         const child = track('children', spawn(process.execPath, [...flags, SWITCHER_CHILD, String(WARMUP), String(ROUNDS)], {
           stdio: ['pipe', 'pipe', 'inherit', 'pipe'],

@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { supported } = require('..');
+const { supported, unsupportedReason } = require('..');
 const { cc, emulated } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 
@@ -29,7 +29,7 @@ describe('flush-to-zero', function () {
   let addon;
 
   before(function () {
-    if (!supported) this.skip();
+    if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-ftz-'));
     addon = path.join(tmp, 'ftz.node');
     execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',

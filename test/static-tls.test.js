@@ -21,11 +21,11 @@ const os = require('node:os');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const native = require('../lib/native');
+const needs = require('./helpers/needs');
 const { cc } = require('./helpers/emulation');
 
 const ROOT = path.resolve(__dirname, '..');
 const SOURCE = path.join(__dirname, 'fixtures', 'tp_addon.c');
-const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 // ld.so's resolver for a module in static TLS, _dl_tlsdesc_return, only
 // returns the descriptor's second word: its code (hex, little-endian), after
@@ -137,7 +137,8 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
   let descriptor;
 
   before(function () {
-    if (!SUPPORTED || !native.binding) this.skip();
+    needs.platform(this);
+    if (!native.binding) needs.feature(this, 'addon', `the addon did not load: ${native.reason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-static-tls-'));
     tpAddon = path.join(tmp, 'tp.node');
     execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
@@ -222,13 +223,13 @@ describe('static TLS in a pool of workers that come and go', function () {
   const { startFixture, killAll } = require('./helpers/children');
   const { skipUnderEmulation, why } = require('./helpers/emulation');
   const { compareVersions } = require('./helpers/glibc');
-  const needs = require('./helpers/needs');
   const COUNT = 100;
   let tmp;
   let tpAddon;
 
   before(function () {
-    if (!SUPPORTED || !native.binding) this.skip();
+    needs.platform(this);
+    if (!native.binding) needs.feature(this, 'addon', `the addon did not load: ${native.reason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-pool-'));
     tpAddon = buildThreadPointerAddon(tmp);
   });

@@ -5,7 +5,9 @@
 //
 //   needs.tool(this, 'gdb', ...)         a program that a Debian package brings
 //   needs.feature(this, group, reason)  something no package brings (hardware
-//                                        watchpoints, ptrace under emulation)
+//                                        watchpoints, ptrace under emulation,
+//                                        a Node.js version)
+//   needs.platform(this, arches)         Linux on one of these architectures
 //
 // Called from an `it`, the test skips; from a `before`, its whole describe.
 // The reason is printed at once, and test/helpers/skip-summary.js prints one
@@ -118,6 +120,16 @@ function feature(ctx, group, reason) {
   ctx.skip();
 }
 
+const ARCH_NAMES = { x64: 'x86-64', arm64: 'aarch64' };
+
+// Skips unless this is Linux on one of `arches` (by default the two the
+// addon is built for): what the ABI's readers read.
+function platform(ctx, arches = ['x64', 'arm64']) {
+  if (process.platform === 'linux' && arches.includes(process.arch)) return;
+  const names = arches.map((a) => ARCH_NAMES[a] ?? a).join(' and ');
+  feature(ctx, 'platform', `runs on Linux ${names} only (this is ${process.platform} ${process.arch})`);
+}
+
 // The line test/helpers/skip-summary.js prints, or null if nothing was skipped.
 function summary() {
   if (skipped.size === 0) return null;
@@ -128,4 +140,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, TOOLS, have, tool, feature, summary };
+module.exports = { STRICT, TOOLS, have, tool, feature, platform, summary };
