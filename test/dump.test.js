@@ -218,9 +218,11 @@ describe('customlabels-dump', function () {
     const expectMain = { route: '/checkout', user: '42', 'ключ': 'значение ✓' };
     const expectWorker = { route: '/worker', user: '7' };
 
+    // The live target with one worker: it and the main thread each block
+    // inside withLabels() with a set of their own.
     function startNode() {
-      return startFixture(process.execPath, [path.join(FIXTURES, 'node_target.js'),
-        JSON.stringify(mainLabels), JSON.stringify(workerLabels), '25000']);
+      return startFixture(process.execPath, [path.join(FIXTURES, 'target.js'), JSON.stringify({ workers: 1 })],
+        { input: `${JSON.stringify({ main: [mainLabels], workers: [[workerLabels]] })}\n` });
     }
 
     it('reads the main thread and a worker, each blocked inside withLabels', async () => {

@@ -1,7 +1,8 @@
 'use strict';
 // Runs the scenarios of test/readers/ once per mocha process and hands each
-// reader's test file what its reader saw: a live target (target.js) with
-// labels in the main thread and two workers, read step by step
+// reader's test file what its reader saw: the live target
+// (test/fixtures/target.js) with labels in the main thread and two
+// workers, read step by step
 //   - "outside": from this process, through ptrace_probe.c (ptrace for each
 //     thread's thread pointer, process_vm_readv for memory), every thread
 //     stopped while it is read, as a sampling profiler interrupts it;
@@ -21,7 +22,7 @@ const { emulated, cc } = require('../../helpers/emulation');
 const memory = require('./memory');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
-const TARGET = path.join(__dirname, 'target.js');
+const TARGET = path.join(ROOT, 'test', 'fixtures', 'target.js');
 const READERS = ['parca', 'otel-process-context', 'otel-thread-context'].map((n) => path.join(__dirname, '..', `${n}.js`));
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
