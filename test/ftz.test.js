@@ -12,15 +12,10 @@ const { execFileSync } = require('node:child_process');
 const { supported, unsupportedReason } = require('..');
 const { cc, emulated } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
+const { nodeInclude } = require('./helpers/descriptor');
 
 const CHILD = path.join(__dirname, 'fixtures', 'ftz-child.js');
 const SOURCE = path.join(__dirname, 'fixtures/ftz_addon.c');
-
-// Node-API headers: beside this node, else the system's.
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
 
 describe('flush-to-zero', function () {
   // Emulated (.ci/arm64), the child's 100000 sets take about 80 s.

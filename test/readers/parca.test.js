@@ -28,11 +28,10 @@
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const native = require('../../lib/native');
-const { buildThreadPointerAddon, descriptor } = require('../helpers/descriptor');
+const { threadPointerAddon, descriptor } = require('../helpers/descriptor');
 const needs = require('../helpers/needs');
 const { forEachPath, step, firstWins, lastWins, harness } = require('./support/paths');
 
@@ -267,20 +266,14 @@ function inWorker(source, workerData) {
 
 describe("Parca Agent's address holds the published pointer (no ptrace)", function () {
   this.timeout(120000);
-  let tmp;
   let tpAddon;
   let arg;
 
   before(function () {
     needs.platform(this);
     if (!native.binding) needs.feature(this, 'addon', `the addon did not load: ${native.reason}`);
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-parca-'));
-    tpAddon = buildThreadPointerAddon(tmp);
+    tpAddon = threadPointerAddon();
     arg = descriptor(fs.realpathSync(native.file)).arg;
-  });
-
-  after(() => {
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
 
   it('the addon serves Parca Agent on this platform, and says how far from the slot it reads', function () {

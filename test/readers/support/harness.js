@@ -19,6 +19,7 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { emulated, cc } = require('../../helpers/emulation');
+const { threadPointerAddon } = require('../../helpers/descriptor');
 const memory = require('./memory');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -99,11 +100,6 @@ process.on('exit', () => {
   for (const c of live) try { c.kill('SIGKILL'); } catch { /* gone */ }
 });
 
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
-
 function hasTool(tool) {
   return spawnSync(tool, ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -121,9 +117,7 @@ function build() {
     built.why.all = { tool: cc }; // the thread-pointer addon is compiled here
     return built;
   }
-  built.tpAddon = path.join(tmp, 'tp.node');
-  execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC', `-I${nodeInclude()}`,
-    '-o', built.tpAddon, path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+  built.tpAddon = threadPointerAddon();
   if (emulated) {
     built.why.outside = { feature: 'under emulation', reason: 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which reading from outside the process needs' };
   } else if (!hasTool('mkfifo')) {
