@@ -14,13 +14,17 @@
 // line at the end with every group skipped and the apt-get line for the
 // tools.  With CUSTOMLABELS_TEST_STRICT=1 (.ci/run sets it) a missing tool
 // fails the test instead: CI must run everything a package can bring.  A
-// missing machine feature skips either way.
+// missing machine feature skips either way.  With CUSTOMLABELS_TEST_QUICK=1
+// (`npm run test:quick`, .mocharc.quick.js) the tests that need a cross
+// compiler or qemu skip even where it is installed: the quick tier
+// leaves them to `npm test`.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const STRICT = process.env.CUSTOMLABELS_TEST_STRICT === '1';
+const QUICK = process.env.CUSTOMLABELS_TEST_QUICK === '1';
 
 // Each tool: the group it is reported under and the Debian packages that
 // bring it.  A cross compiler also needs its libc headers, which
@@ -36,13 +40,15 @@ const TOOLS = {
     group: 'cross compiler for arm64',
     packages: ['gcc-aarch64-linux-gnu', 'libc6-dev-arm64-cross'],
     probe: CROSS_PROBE,
+    slow: 'cross-compiling',
   },
   'x86_64-linux-gnu-gcc': {
     group: 'cross compiler for x64',
     packages: ['gcc-x86-64-linux-gnu', 'libc6-dev-amd64-cross'],
     probe: CROSS_PROBE,
+    slow: 'cross-compiling',
   },
-  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'] },
+  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'], slow: 'qemu' },
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
@@ -101,6 +107,11 @@ function aptLine(packages) {
 
 // Skips (or, strict, fails) unless every tool is on PATH.
 function tool(ctx, ...names) {
+  const slow = QUICK ? names.filter((name) => TOOLS[name]?.slow) : [];
+  if (slow.length > 0) {
+    const what = [...new Set(slow.map((name) => TOOLS[name].slow))].join(' and ');
+    feature(ctx, 'test:quick', `npm run test:quick leaves out ${what}; npm test runs it`);
+  }
   const missing = names.filter((name) => !have(name));
   if (missing.length === 0) return;
   const known = missing.map((name) => TOOLS[name] ?? { group: name, packages: [name] });
@@ -140,4 +151,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, TOOLS, have, tool, feature, platform, summary };
+module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, summary };
