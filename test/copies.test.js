@@ -9,12 +9,13 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
-const { supported } = require('..');
+const { supported, unsupportedReason } = require('..');
 const { pack, npm } = require('./helpers/pack');
 const { emulated, why } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
 
 const ROOT = path.resolve(__dirname, '..');
-const CHILD = path.join(__dirname, 'helpers/copies-child.js');
+const CHILD = path.join(__dirname, 'fixtures', 'copies-child.js');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 // Where an installed copy's addon is: the prebuilt one (the package ships it).
 const ADDON = path.join('prebuilds', `linux-${process.arch}`, 'customlabels.node');
@@ -35,7 +36,7 @@ describe('two copies of the package in one process', function () {
   }
 
   before(function () {
-    if (!supported) this.skip();
+    if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-copies-'));
     const tarball = pack();
     // Two installs, each with its own addon file, at paths that differ.

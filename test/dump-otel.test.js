@@ -19,7 +19,6 @@ const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'dump');
-const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? 'desc' : 'gnu2';
 const LEGACY_DIALECT = process.arch === 'arm64' ? 'trad' : 'gnu';
 // What the table prints for a static TLS offset.
@@ -27,6 +26,7 @@ const STATIC = process.arch === 'arm64' ? 'TPIDR_EL0\\+(\\d+)' : 'fs_base-(\\d+)
 
 // Children: every process a test starts is killed after it, on every path.
 const { killAll, startFixture } = require('./helpers/children');
+const needs = require('./helpers/needs');
 
 // Runs customlabels-dump to completion; a hang fails the test.
 function runDump(args, { timeout = 20000 } = {}) {
@@ -140,7 +140,7 @@ describe('customlabels-dump: OpenTelemetry thread and process context', function
   const bin = {};
 
   before(async function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
     const { dir, gcc, src: f, out } = fixtureBuilder('customlabels-dump-otel-', bin);
     tmp = dir;
@@ -366,7 +366,7 @@ describe('customlabels-dump: OpenTelemetry thread and process context', function
     });
 
     it('reads a Node.js process that enables the addon\'s thread context', async function () {
-      if (typeof require(root).enableThreadContext !== 'function') this.skip();
+      if (typeof require(root).enableThreadContext !== 'function') needs.feature(this, 'addon', 'the package here has no enableThreadContext()');
       const script = `
         const fs = require('node:fs');
         const path = require('node:path');

@@ -21,7 +21,6 @@ const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const LAUNCHER = path.join(root, 'bin', 'customlabels-dump.js');
 const { FIXTURES, fixtureBuilder } = require('./helpers/fixtures');
 const SRC = path.join(root, 'dump');
-const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLS_DIALECT = process.arch === 'arm64' ? '-mtls-dialect=desc' : '-mtls-dialect=gnu2';
 
 // Children: every process a test starts is killed after it, on every path.
@@ -154,7 +153,7 @@ describe('customlabels-dump', function () {
   const bin = {};
 
   before(async function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
     const { dir, gcc, src: f, out } = fixtureBuilder('customlabels-dump-test-', bin);
     tmp = dir;
@@ -200,7 +199,7 @@ describe('customlabels-dump', function () {
     });
 
     it('compiles for aarch64 too (when a cross compiler is installed)', function () {
-      if (process.arch === 'arm64') this.skip(); // the test above compiled for it
+      if (process.arch === 'arm64') needs.feature(this, 'x86-64 host', 'on aarch64 the test above compiled for aarch64');
       needs.tool(this, 'aarch64-linux-gnu-gcc');
       const sources = fs.readdirSync(SRC)
         .filter((n) => n.endsWith('.c') && n !== 'arch_x86_64.c').map((n) => path.join(SRC, n));
@@ -219,9 +218,11 @@ describe('customlabels-dump', function () {
     const expectMain = { route: '/checkout', user: '42', 'ключ': 'значение ✓' };
     const expectWorker = { route: '/worker', user: '7' };
 
+    // The live target with one worker: it and the main thread each block
+    // inside withLabels() with a set of their own.
     function startNode() {
-      return startFixture(process.execPath, [path.join(FIXTURES, 'node_target.js'),
-        JSON.stringify(mainLabels), JSON.stringify(workerLabels), '25000']);
+      return startFixture(process.execPath, [path.join(FIXTURES, 'target.js'), JSON.stringify({ workers: 1 })],
+        { input: `${JSON.stringify({ main: [mainLabels], workers: [[workerLabels]] })}\n` });
     }
 
     it('reads the main thread and a worker, each blocked inside withLabels', async () => {
@@ -281,7 +282,7 @@ describe('customlabels-dump', function () {
           const { threadId, parentPort } = require('node:worker_threads');
           withLabels({ busy: 'worker ' + threadId }, () => {
             parentPort.postMessage('busy');
-            for (const end = Date.now() + 30000; Date.now() < end;);
+            for (;;); // busy until the process ends (30 s at most, or the test kills it)
           });
         \`;
         let busy = 0;
@@ -688,20 +689,20 @@ describe('customlabels-dump', function () {
         const sum = (s) => { let h = 2166136261; for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619); return (h >>> 0).toString(16); };
         let n = 0;
         let sink = 0;
-        const work = (us) => { const end = process.hrtime.bigint() + BigInt(us * 1000); while (process.hrtime.bigint() < end) sink++; };
-        const one = (us) => {
+        const work = (steps) => { for (let i = 0; i < steps; i++) sink++; };
+        const one = (steps) => {
           const a = 'a' + (n * 2654435761 % 1e9).toString(36).repeat(1 + n % 3);
           const b = 'b' + n.toString(16);
           n++;
-          withLabels({ a, b, sum: sum(a + '|' + b) }, () => work(us));
+          withLabels({ a, b, sum: sum(a + '|' + b) }, () => work(steps));
         };
-        // Bursts of short sets turn the arena over; the long ones are most
-        // of the samples.
+        // Bursts of short sets turn the arena over; the long ones (tens of
+        // microseconds of work each) are most of the samples.  A fixed
+        // amount of work per burst, some 20 ms here.
         const busy = () => {
-          const end = Date.now() + 20;
-          while (Date.now() < end) {
+          for (let burst = 0; burst < 300; burst++) {
             for (let i = 0; i < 5; i++) one(0);
-            one(50);
+            one(50000);
           }
           setImmediate(busy);
         };

@@ -14,11 +14,11 @@ const path = require('node:path');
 const { spawn, execFile } = require('node:child_process');
 const { promisify } = require('node:util');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
 
 const ROOT = path.join(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 const EXAMPLES = path.join(ROOT, 'examples');
-const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const run = promisify(execFile);
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -133,7 +133,7 @@ describe('examples/: web services labeled by route pattern, read from outside', 
   this.timeout(300000);
 
   before(function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     skipUnderEmulation(this, why.dump);
     assert.ok(fs.existsSync(DUMP), `${DUMP} is missing: run npm install`);
   });

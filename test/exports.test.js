@@ -11,12 +11,12 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawnSync } = require('node:child_process');
 const { pack, npm } = require('./helpers/pack');
+const needs = require('./helpers/needs');
 
 const ROOT = path.join(__dirname, '..');
 const CONSUMER = path.join(__dirname, 'fixtures', 'consumer');
 const TLS_HELPER = path.join(__dirname, 'helpers', 'tls.js');
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-const supported = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 // An application directory: the consumer fixtures, with node_modules/
 // linking `customlabels` to `pkg` and, unless told otherwise, the
@@ -44,7 +44,7 @@ describe('entry points: require, import, TypeScript', function () {
   let tmp;
 
   before(function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-exports-'));
   });
 
@@ -163,7 +163,7 @@ describe('the packed tarball: customlabels/otel', function () {
   let tarball;
 
   before(function () {
-    if (!supported) this.skip();
+    needs.platform(this);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-otel-pack-'));
     tarball = pack();
   });

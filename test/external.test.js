@@ -26,12 +26,10 @@ const { requireHardwareWatchpoints } = require('./helpers/watchpoints');
 const ROOT = path.resolve(__dirname, '..');
 const ADDON = path.join(ROOT, 'build', 'Release', 'customlabels.node');
 const READER = path.join(__dirname, 'helpers', 'cl-reader.gdb.py');
-const BLOCKED_CHILD = path.join(__dirname, 'helpers', 'blocked-child.js');
-const SWITCHER_CHILD = path.join(__dirname, 'helpers', 'switcher-child.js');
-const OTEL_TARGET = path.join(__dirname, 'helpers', 'otel-target.js');
+const TARGET = path.join(__dirname, 'fixtures', 'target.js');
+const SWITCHER_CHILD = path.join(__dirname, 'fixtures', 'switcher-child.js');
 
 const SUPPORTED = process.platform === 'linux' && process.arch === 'x64';
-const ELF_SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const TLSDESC = process.arch === 'arm64' ? 'R_AARCH64_TLSDESC' : 'R_X86_64_TLSDESC';
 
 // ---------------------------------------------------------------------------
@@ -84,7 +82,8 @@ function exited(proc, ms, what) {
   });
 }
 
-// Collects a stream's lines, and lets a test wait for one with a prefix.
+// Collects a stream's lines, and lets a test wait for one with a prefix,
+// or for the next line it has not taken yet.
 function lineReader(stream) {
   const lines = [];
   const waiters = [];
@@ -118,8 +117,45 @@ function lineReader(stream) {
       w.check();
     });
   }
-  return { lines, wait };
+  let taken = 0;
+  function next(ms, what) {
+    return new Promise((resolve, reject) => {
+      const w = {
+        check() {
+          if (taken < lines.length) done(null, lines[taken++]);
+          else if (closed) done(new Error(`${what}: stream closed before another line`));
+        },
+      };
+      const timer = setTimeout(() => done(new Error(`${what}: no line within ${ms} ms`)), ms);
+      function done(err, value) {
+        clearTimeout(timer);
+        waiters.splice(waiters.indexOf(w), 1);
+        if (err) reject(err);
+        else resolve(value);
+      }
+      waiters.push(w);
+      w.check();
+    });
+  }
+  return { lines, wait, next };
 }
+
+// Starts the live target (test/fixtures/target.js) with two workers, and
+// returns it with step(s): the target's line once it holds step s.
+function startTarget(options) {
+  const child = track('children', spawn(process.execPath, [TARGET, JSON.stringify({ workers: 2, ...options })], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  }));
+  const out = lineReader(child.stdout);
+  const step = async (s) => {
+    child.stdin.write(`${JSON.stringify(s)}\n`);
+    return JSON.parse(await out.next(30000, 'live target'));
+  };
+  return { child, step };
+}
+
+// This file's names for the target's threads.
+const ROLES = { main: 'main', worker1: 'inside', worker2: 'outside' };
 
 function tmpdir() {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'cl-external-'));
@@ -160,7 +196,7 @@ function runReader(pid, dir, env, ms) {
 }
 
 function requireTools(ctx, ...tools) {
-  if (!SUPPORTED) ctx.skip();
+  needs.platform(ctx, ['x64']);
   needs.tool(ctx, ...tools);
 }
 
@@ -225,7 +261,7 @@ describe('external view (readelf, gdb)', function () {
 
   describe('the ELF file, read with readelf', function () {
     before(function () {
-      if (!ELF_SUPPORTED) this.skip();
+      needs.platform(this);
       needs.tool(this, 'readelf');
     });
 
@@ -315,21 +351,30 @@ describe('external view (readelf, gdb)', function () {
     this.timeout(120000);
     let dir;
     let child;
-    let childOut;
+    let step;
     let ready;
     let snapshot;
     let byTid;
+
+    // The main thread and a worker inside nested sets, and a worker that
+    // has been inside a set and left it.
+    const LABELS = {
+      main: [{ route: '/main', user: 42 }, { span: 'é✓ 漢', user: 7 }],
+      inside: [{ route: '/worker', job: 'w1', empty: '' }],
+      outside: [{ route: '/gone' }],
+    };
+    // Each thread as the target reports it: tid, getLabels(), and the
+    // address of the set it publishes.
+    const reported = (r) => r.threads.map((t) => ({ role: ROLES[t.name], tid: t.tid, labels: t.labels, address: t.address }));
 
     before(async function () {
       skipUnderEmulation(this, why.gdb);
       requireTools(this, 'gdb', 'readelf');
       dir = tmpdir();
-      child = track('children', spawn(process.execPath, [BLOCKED_CHILD], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-        env: { ...process.env, CL_CHILD_TIMEOUT_MS: '100000' },
-      }));
-      childOut = lineReader(child.stdout);
-      ready = JSON.parse(await childOut.wait('READY ', 30000, 'blocked child'));
+      ({ child, step } = startTarget({}));
+      await step({ main: LABELS.main, workers: [LABELS.inside, LABELS.outside] });
+      const r = await step({ main: LABELS.main, workers: [LABELS.inside, []] });
+      ready = { pid: r.pid, threads: reported(r) };
       const reader = runReader(child.pid, dir, { CL_MODE: 'snapshot' }, 60000);
       snapshot = await reader.result;
       byTid = new Map(snapshot.threads.map((t) => [t.tid, t]));
@@ -426,10 +471,11 @@ describe('external view (readelf, gdb)', function () {
     });
 
     it('left the child running: it unblocks, unwinds to NULL and exits', async function () {
-      child.stdin.end('release\n');
-      const done = JSON.parse(await childOut.wait('DONE ', 30000, 'blocked child'));
+      const { labels, address } = reported(await step({})).find((t) => t.role === 'main');
+      const done = { main: { labels, address } };
       assert.deepEqual(done.main, { labels: {}, address: 0 });
-      const { code, signal } = await exited(child, 30000, 'blocked child');
+      child.stdin.end();
+      const { code, signal } = await exited(child, 30000, 'live target');
       assert.equal(signal, null);
       assert.equal(code, 0);
     });
@@ -442,15 +488,22 @@ describe('external view (readelf, gdb)', function () {
     let ready;
     let snapshot;
 
+    // The thread context on, the main thread inside an active span and
+    // labels, one worker inside labels of its own, the other outside any.
+    const RESOURCE = { 'service.name': 'otel-target', 'service.version': '1.0.0' };
+    const SPAN = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', flags: 1 };
+    const LABELS = { main: { route: '/checkout', user: '42' }, inside: { route: '/worker', job: 'é✓' }, outside: null };
+
     before(async function () {
       skipUnderEmulation(this, why.gdb);
       requireTools(this, 'gdb', 'readelf');
       dir = tmpdir();
-      child = track('children', spawn(process.execPath, [OTEL_TARGET], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-        env: { ...process.env, CL_CHILD_TIMEOUT_MS: '100000' },
-      }));
-      ready = JSON.parse(await lineReader(child.stdout).wait('READY ', 30000, 'otel target'));
+      let step;
+      ({ child, step } = startTarget({ threadContext: RESOURCE, spans: true }));
+      const r = await step({ main: [LABELS.main], span: SPAN, workers: [[LABELS.inside], []] });
+      const threads = r.threads.map((t) => ({ role: ROLES[t.name], tid: t.tid, labels: LABELS[ROLES[t.name]] }))
+        .map((t) => (t.role === 'main' ? { ...t, ...SPAN } : { ...t, traceId: null, spanId: null, flags: 0 }));
+      ready = { pid: r.pid, resource: RESOURCE, threads };
       snapshot = await runReader(child.pid, dir, { CL_MODE: 'otel' }, 60000).result;
     });
 
@@ -535,7 +588,7 @@ describe('external view (readelf, gdb)', function () {
 
     before(function () {
       skipUnderEmulation(this, why.gdb);
-      if (!SUPPORTED) this.skip();
+      needs.platform(this, ['x64']);
       // gdb, and a hardware watchpoint that fires here.
       requireHardwareWatchpoints(this);
       dir = tmpdir();
@@ -584,7 +637,7 @@ describe('external view (readelf, gdb)', function () {
     for (const tier of tiers) {
       it(`${tier.name}: every value stored is NULL or a complete set the child published`, async function () {
         this.timeout(120000);
-        if (tier.when && !tier.when()) this.skip(); // not a tier this Node runs by default
+        if (tier.when && !tier.when()) needs.feature(this, 'V8 tier', `Node ${process.version} does not run ${tier.name} by default`);
         const flags = [...tier.flags, '--trace-opt', '--trace-deopt'];
         const child = track('children', spawn(process.execPath, [...flags, SWITCHER_CHILD, String(WARMUP), String(ROUNDS)], {
           stdio: ['pipe', 'pipe', 'inherit', 'pipe'],

@@ -9,18 +9,13 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { supported } = require('..');
+const { supported, unsupportedReason } = require('..');
 const { cc, emulated } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
+const { nodeInclude } = require('./helpers/descriptor');
 
-const CHILD = path.join(__dirname, 'helpers/ftz-child.js');
+const CHILD = path.join(__dirname, 'fixtures', 'ftz-child.js');
 const SOURCE = path.join(__dirname, 'fixtures/ftz_addon.c');
-
-// Node-API headers: beside this node, else the system's.
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
 
 describe('flush-to-zero', function () {
   // Emulated (.ci/arm64), the child's 100000 sets take about 80 s.
@@ -29,7 +24,7 @@ describe('flush-to-zero', function () {
   let addon;
 
   before(function () {
-    if (!supported) this.skip();
+    if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-ftz-'));
     addon = path.join(tmp, 'ftz.node');
     execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',

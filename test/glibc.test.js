@@ -18,9 +18,9 @@ const path = require('node:path');
 const { promisify } = require('node:util');
 const { OLDEST, compareVersions, newestGlibc } = require('./helpers/glibc');
 const { cc } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
 
 const ROOT = path.resolve(__dirname, '..');
-const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 const FILES = ['customlabels.node', 'customlabels-dump'];
 
 function have(command) {
@@ -37,7 +37,7 @@ describe('the glibc the native files need (readelf -V)', function () {
   this.timeout(60000);
 
   before(function () {
-    if (!SUPPORTED) this.skip();
+    needs.platform(this);
     assert.ok(have('readelf'), 'readelf is needed for this test (Debian: apt-get install binutils)');
   });
 
@@ -54,8 +54,7 @@ describe('the glibc the native files need (readelf -V)', function () {
       it(`prebuilds/linux-${arch}/${name}, where npm pack made it, needs no glibc newer than ${OLDEST}`, function () {
         const file = path.join(ROOT, 'prebuilds', `linux-${arch}`, name);
         if (!fs.existsSync(file)) {
-          console.log(`      (skipped: no ${path.relative(ROOT, file)}; npm pack makes it)`);
-          this.skip();
+          needs.feature(this, 'prebuilds', `no ${path.relative(ROOT, file)}; npm pack makes it`);
         }
         assertOldEnough(file);
       });
@@ -80,8 +79,7 @@ describe('the glibc the native files need (readelf -V)', function () {
       await promisify(execFile)(cc, ['-shared', '-fPIC', '-o', out, src]);
       const newest = newestGlibc(out);
       if (newest === null || compareVersions(newest, '2.34') < 0) {
-        console.log(`      (skipped: this machine's glibc is older than 2.34 (a plain build needs GLIBC_${newest}), so no newer version can appear)`);
-        this.skip();
+        needs.feature(this, 'glibc 2.34', `this machine's glibc is older than 2.34 (a plain build needs GLIBC_${newest}), so no newer version can appear`);
       }
       assert.throws(() => assertOldEnough(out), new RegExp(`needs GLIBC_${newest.replace(/\./g, '\\.')}, newer than`));
     } finally {

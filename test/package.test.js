@@ -11,7 +11,7 @@ const path = require('node:path');
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const { pack, npm, ROOT } = require('./helpers/pack');
 const { start } = require('./helpers/registry');
-const { supported } = require('..');
+const { supported, unsupportedReason } = require('..');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { OLDEST, compareVersions, newestGlibc } = require('./helpers/glibc');
@@ -48,7 +48,7 @@ describe('the packed tarball', function () {
   let bare;
 
   before(function () {
-    if (!supported) this.skip();
+    if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-package-'));
     tarball = pack();
     bare = bareBin(tmp);

@@ -15,17 +15,15 @@
 // and in a worker.
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const native = require('../lib/native');
-const { cc } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
+const { threadPointerAddon } = require('./helpers/descriptor');
 
 const ROOT = path.resolve(__dirname, '..');
-const SOURCE = path.join(__dirname, 'fixtures', 'tp_addon.c');
-const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 // ld.so's resolver for a module in static TLS, _dl_tlsdesc_return, only
 // returns the descriptor's second word: its code (hex, little-endian), after
@@ -55,12 +53,6 @@ const ARCH = {
     offsetRule: 'a negative offset from fs_base, -8 or less and above -65536',
   },
 }[process.arch];
-
-// Node-API headers: beside this node, else the system's.
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
 
 function readelf(file, ...args) {
   const r = spawnSync('readelf', ['-W', ...args, file], { encoding: 'utf8' });
@@ -131,17 +123,14 @@ const hex = (v) => `${v < 0n ? '-' : ''}0x${(v < 0n ? -v : v).toString(16)}`;
 
 describe('static TLS, seen from inside the process (no ptrace)', function () {
   this.timeout(120000);
-  let tmp;
   let tpAddon;
   let maps;
   let descriptor;
 
   before(function () {
-    if (!SUPPORTED || !native.binding) this.skip();
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-static-tls-'));
-    tpAddon = path.join(tmp, 'tp.node');
-    execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
-      `-I${nodeInclude()}`, '-o', tpAddon, SOURCE]);
+    needs.platform(this);
+    if (!native.binding) needs.feature(this, 'addon', `the addon did not load: ${native.reason}`);
+    tpAddon = threadPointerAddon();
 
     // The file the package loaded, and its one TLSDESC relocation.
     const file = fs.realpathSync(native.file ?? path.join(ROOT, 'build', 'Release', 'customlabels.node'));
@@ -167,10 +156,6 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
     const words = peek(base + gotOffset, 16);
     descriptor = { resolver: words.readBigUInt64LE(0), arg: words.readBigInt64LE(8) };
     console.log(`      ${path.basename(file)} at ${hex(base)}: descriptor at ${hex(base + gotOffset)} = { ${hex(descriptor.resolver)}, ${descriptor.arg} }`);
-  });
-
-  after(() => {
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
 
   it('the TLSDESC descriptor holds ld.so\'s static resolver and a small offset', function () {
@@ -218,31 +203,25 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
 // outside the process.
 describe('static TLS in a pool of workers that come and go', function () {
   this.timeout(180000);
-  const { buildThreadPointerAddon } = require('./helpers/descriptor');
   const { startFixture, killAll } = require('./helpers/children');
   const { skipUnderEmulation, why } = require('./helpers/emulation');
   const { compareVersions } = require('./helpers/glibc');
-  const needs = require('./helpers/needs');
   const COUNT = 100;
-  let tmp;
   let tpAddon;
 
   before(function () {
-    if (!SUPPORTED || !native.binding) this.skip();
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-pool-'));
-    tpAddon = buildThreadPointerAddon(tmp);
+    needs.platform(this);
+    if (!native.binding) needs.feature(this, 'addon', `the addon did not load: ${native.reason}`);
+    tpAddon = threadPointerAddon();
   });
 
   afterEach(killAll);
 
-  after(() => {
-    killAll();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  });
+  after(killAll);
 
   it(`${COUNT} workers, one after another: static TLS and the same offset every time, the last one read from outside`, async function () {
     const { child, pid, out } = await startFixture(process.execPath,
-      [path.join(__dirname, 'helpers', 'pool-child.js'), ROOT, tpAddon, String(COUNT)], { timeout: 150000 });
+      [path.join(__dirname, 'fixtures', 'pool-child.js'), ROOT, tpAddon, String(COUNT)], { timeout: 150000 });
     let stderr = '';
     child.stderr.on('data', (d) => { stderr += d; });
     const reports = JSON.parse(out.split('\n')[0]);

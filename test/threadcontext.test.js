@@ -13,9 +13,9 @@ const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const readline = require('node:readline');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
 
-const CHILD = path.join(__dirname, 'helpers', 'threadcontext-child.js');
-const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
+const CHILD = path.join(__dirname, 'fixtures', 'threadcontext-child.js');
 
 function scenario(name) {
   const r = spawnSync(process.execPath, [CHILD, name], { encoding: 'utf8', timeout: 60000 });
@@ -114,7 +114,7 @@ describe('OpenTelemetry thread context (OTEP 4947) and process context (OTEP 471
   this.timeout(60000);
 
   before(function () {
-    if (!SUPPORTED) this.skip();
+    needs.platform(this);
   });
 
   it('publishes nothing until enableThreadContext(): no mapping, NULL otel_thread_ctx_v1, ABI v1 unaffected', function () {

@@ -23,17 +23,20 @@ function killAll() {
 
 // Starts a fixture and waits for its "ready" line.  C fixtures print
 // "thread ROLE TID" lines first, returned as roles; Node fixtures print
-// "ready PID".  `out` is everything the fixture printed up to then.
-function startFixture(command, args, { timeout = 15000, uid, gid, cwd } = {}) {
+// "ready PID", and the live target (test/fixtures/target.js) a JSON line
+// {"ready":true, ...} once it has the step that `input` writes to it.
+// `out` is everything the fixture printed up to then.
+function startFixture(command, args, { timeout = 15000, uid, gid, cwd, input } = {}) {
   return new Promise((resolve, reject) => {
     const child = track(spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], uid, gid, cwd }));
+    if (input !== undefined) child.stdin.write(input);
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`${path.basename(command)} not ready after ${timeout} ms: ${out}${err}`)), timeout);
     child.stderr.on('data', (d) => { err += d; });
     child.stdout.on('data', (d) => {
       out += d;
-      if (!/^ready/m.test(out)) return;
+      if (!/^(ready|\{"ready":true)/m.test(out)) return;
       clearTimeout(timer);
       const roles = {};
       for (const m of out.matchAll(/^thread (\S+) (\d+)$/gm)) roles[m[1]] = Number(m[2]);

@@ -10,6 +10,7 @@
 const assert = require('node:assert/strict');
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { cc } = require('./emulation');
 
@@ -21,11 +22,18 @@ function nodeInclude() {
   return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
 }
 
-// Builds test/fixtures/tp_addon.c into dir; returns the file's path.
-function buildThreadPointerAddon(dir) {
+// test/fixtures/tp_addon.c, built once per test process (every test file
+// that reads thread pointers shares it) into a directory removed at exit;
+// returns the file's path.
+let tpAddon = null;
+function threadPointerAddon() {
+  if (tpAddon !== null) return tpAddon;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-tp-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'tp.node');
   execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
     `-I${nodeInclude()}`, '-o', file, SOURCE]);
+  tpAddon = file;
   return file;
 }
 
@@ -71,4 +79,4 @@ function descriptor(file, symbol = 'custom_labels_current_set') {
   return descriptorAt(file, descriptorOffset(file, symbol));
 }
 
-module.exports = { buildThreadPointerAddon, descriptor, descriptorOffset, descriptorAt, peek, word };
+module.exports = { nodeInclude, threadPointerAddon, descriptor, descriptorOffset, descriptorAt, peek, word };

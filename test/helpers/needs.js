@@ -5,20 +5,26 @@
 //
 //   needs.tool(this, 'gdb', ...)         a program that a Debian package brings
 //   needs.feature(this, group, reason)  something no package brings (hardware
-//                                        watchpoints, ptrace under emulation)
+//                                        watchpoints, ptrace under emulation,
+//                                        a Node.js version)
+//   needs.platform(this, arches)         Linux on one of these architectures
 //
 // Called from an `it`, the test skips; from a `before`, its whole describe.
 // The reason is printed at once, and test/helpers/skip-summary.js prints one
 // line at the end with every group skipped and the apt-get line for the
 // tools.  With CUSTOMLABELS_TEST_STRICT=1 (.ci/run sets it) a missing tool
 // fails the test instead: CI must run everything a package can bring.  A
-// missing machine feature skips either way.
+// missing machine feature skips either way.  With CUSTOMLABELS_TEST_QUICK=1
+// (`npm run test:quick`, .mocharc.quick.js) the tests that need a cross
+// compiler or qemu skip even where it is installed: the quick tier
+// leaves them to `npm test`.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const STRICT = process.env.CUSTOMLABELS_TEST_STRICT === '1';
+const QUICK = process.env.CUSTOMLABELS_TEST_QUICK === '1';
 
 // Each tool: the group it is reported under and the Debian packages that
 // bring it.  A cross compiler also needs its libc headers, which
@@ -34,13 +40,15 @@ const TOOLS = {
     group: 'cross compiler for arm64',
     packages: ['gcc-aarch64-linux-gnu', 'libc6-dev-arm64-cross'],
     probe: CROSS_PROBE,
+    slow: 'cross-compiling',
   },
   'x86_64-linux-gnu-gcc': {
     group: 'cross compiler for x64',
     packages: ['gcc-x86-64-linux-gnu', 'libc6-dev-amd64-cross'],
     probe: CROSS_PROBE,
+    slow: 'cross-compiling',
   },
-  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'] },
+  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'], slow: 'qemu' },
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
@@ -99,6 +107,11 @@ function aptLine(packages) {
 
 // Skips (or, strict, fails) unless every tool is on PATH.
 function tool(ctx, ...names) {
+  const slow = QUICK ? names.filter((name) => TOOLS[name]?.slow) : [];
+  if (slow.length > 0) {
+    const what = [...new Set(slow.map((name) => TOOLS[name].slow))].join(' and ');
+    feature(ctx, 'test:quick', `npm run test:quick leaves out ${what}; npm test runs it`);
+  }
   const missing = names.filter((name) => !have(name));
   if (missing.length === 0) return;
   const known = missing.map((name) => TOOLS[name] ?? { group: name, packages: [name] });
@@ -118,6 +131,16 @@ function feature(ctx, group, reason) {
   ctx.skip();
 }
 
+const ARCH_NAMES = { x64: 'x86-64', arm64: 'aarch64' };
+
+// Skips unless this is Linux on one of `arches` (by default the two the
+// addon is built for): what the ABI's readers read.
+function platform(ctx, arches = ['x64', 'arm64']) {
+  if (process.platform === 'linux' && arches.includes(process.arch)) return;
+  const names = arches.map((a) => ARCH_NAMES[a] ?? a).join(' and ');
+  feature(ctx, 'platform', `runs on Linux ${names} only (this is ${process.platform} ${process.arch})`);
+}
+
 // The line test/helpers/skip-summary.js prints, or null if nothing was skipped.
 function summary() {
   if (skipped.size === 0) return null;
@@ -128,4 +151,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, TOOLS, have, tool, feature, summary };
+module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, summary };

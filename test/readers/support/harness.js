@@ -1,7 +1,8 @@
 'use strict';
 // Runs the scenarios of test/readers/ once per mocha process and hands each
-// reader's test file what its reader saw: a live target (target.js) with
-// labels in the main thread and two workers, read step by step
+// reader's test file what its reader saw: the live target
+// (test/fixtures/target.js) with labels in the main thread and two
+// workers, read step by step
 //   - "outside": from this process, through ptrace_probe.c (ptrace for each
 //     thread's thread pointer, process_vm_readv for memory), every thread
 //     stopped while it is read, as a sampling profiler interrupts it;
@@ -18,10 +19,11 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { emulated, cc } = require('../../helpers/emulation');
+const { threadPointerAddon } = require('../../helpers/descriptor');
 const memory = require('./memory');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
-const TARGET = path.join(__dirname, 'target.js');
+const TARGET = path.join(ROOT, 'test', 'fixtures', 'target.js');
 const READERS = ['parca', 'otel-process-context', 'otel-thread-context'].map((n) => path.join(__dirname, '..', `${n}.js`));
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
@@ -98,11 +100,6 @@ process.on('exit', () => {
   for (const c of live) try { c.kill('SIGKILL'); } catch { /* gone */ }
 });
 
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
-
 function hasTool(tool) {
   return spawnSync(tool, ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -120,9 +117,7 @@ function build() {
     built.why.all = { tool: cc }; // the thread-pointer addon is compiled here
     return built;
   }
-  built.tpAddon = path.join(tmp, 'tp.node');
-  execFileSync(cc, ['-std=c11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC', `-I${nodeInclude()}`,
-    '-o', built.tpAddon, path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+  built.tpAddon = threadPointerAddon();
   if (emulated) {
     built.why.outside = { feature: 'under emulation', reason: 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which reading from outside the process needs' };
   } else if (!hasTool('mkfifo')) {

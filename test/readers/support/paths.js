@@ -18,9 +18,8 @@ const PATHS = {
 // the readers do not read.
 function skip(ctx, why) {
   if (why.tool) needs.tool(ctx, why.tool);
-  else if (why.feature) needs.feature(ctx, why.feature, why.reason);
-  console.log(`      (skipped: ${why.reason})`);
-  ctx.skip();
+  // (A tool on PATH that would not run skips as a feature of this machine.)
+  needs.feature(ctx, why.feature ?? 'platform', why.reason ?? `${why.tool} is on PATH but does not run`);
 }
 
 function forEachPath(kind, body) {
