@@ -1,17 +1,14 @@
 'use strict';
-// Label sets: reading and checking what the caller gives, merging it with
+// The label set: reading and checking what the caller gives, merging it with
 // the enclosing set by pprof's rules, and reusing the last set made when the
-// same labels come again.  The bytes a profiler reads are lib/encode.js's
-// job; where they live, lib/arena.js's.
+// same labels come again.  Every check runs here, before the set's bytes are
+// written (lib/abi.js writes them and never throws).
 
-const { LIMITS } = require('./limits');
-const { encode } = require('./encode');
-const { NOWHERE, addressOf } = require('./arena');
-const { describe, quote, isObjectPrototype } = require('./checks');
+const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
+const { encode } = require('./abi');
+const { NO_BYTES, addressOf } = require('./arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
-const getPrototypeOf = Object.getPrototypeOf;
-const ObjectPrototype = Object.prototype;
 
 class LabelSet {
   constructor(kv, span) {
@@ -21,10 +18,10 @@ class LabelSet {
     // traceKey, spanKey (the labels that carry the ids, or null) }.
     // Inherited like a label; only customlabels/otel sets it.
     this.span = span;
-    this.offset = -1; // where the bytes are in the arena (lib/encode.js); -1: none, publish NULL
-    this.word = 0n; // the address to publish, as a 64-bit integer (lib/native.js says why)
+    this.offset = -1; // where the bytes are in the arena (lib/abi.js); -1: none, publish NULL
+    this.word = 0n; // the address to publish, as a 64-bit integer (lib/addon.js says why)
     this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
-    this.fill = NOWHERE; // the arena's token for the contents of that chunk (lib/arena.js)
+    this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
   }
 
   // The published address, for diagnostics and tests (0 for NULL).
@@ -68,11 +65,7 @@ let lastSet = null;
 // (parent's span if undefined).  Returns `parent` itself when nothing
 // changes.  Throws TypeError/RangeError before it changes anything.
 function derive(parent, labels, who, span = parent.span) {
-  if (typeof labels !== 'object' || labels === null) {
-    throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
-  }
-  const proto = getPrototypeOf(labels);
-  if (proto !== ObjectPrototype && proto !== null && !isObjectPrototype(proto)) {
+  if (!isPlainObject(labels)) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
   // Only strings read means that the array given to build() can become the
@@ -139,9 +132,9 @@ function isOtherValue(raw) {
   }
 }
 
-// Merges the labels in `given` into the parent's labels, and encodes the
-// result if it differs from the parent.  `plain`: every given value is a
-// string.
+// Merges the labels in `given` into the parent's labels, checks the result
+// and writes its bytes if it differs from the parent.  `plain`: every given
+// value is a string.
 function build(parent, given, plain, who, span) {
   const base = parent.kv;
   const sameSpan = span === parent.span;
@@ -189,8 +182,9 @@ function build(parent, given, plain, who, span) {
   if (kv.length > 2 * LIMITS.maxLabels) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${kv.length >> 1}`);
   }
+  checkStrings(kv, who);
   const set = new LabelSet(kv, span);
-  encode(set, who);
+  encode(set);
   return set;
 }
 

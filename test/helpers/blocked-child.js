@@ -14,7 +14,7 @@ const { Worker, isMainThread, parentPort, workerData } = require('node:worker_th
 
 const root = path.resolve(__dirname, '..', '..');
 const { withLabels, getLabels } = require(root);
-const context = require(path.join(root, 'lib', 'context'));
+const { context } = require(path.join(root, 'lib', 'internals'));
 
 const LABELS = {
   main: [{ route: '/main', user: 42 }, { span: 'é✓ 漢', user: 7 }],

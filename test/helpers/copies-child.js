@@ -85,7 +85,7 @@ function worker() {
     const b = require(B);
     const a = require(A);
     const readA = reader(A);
-    const native = require(path.join(B, 'lib', 'native'));
+    const native = require(path.join(B, 'lib', 'internals')).addon;
     b.withLabels({ copy: 'b', thread: 'worker' }, () => {
       parentPort.postMessage({
         tid: tid(), sameApi: a.withLabels === b.withLabels, peers: native.binding.peers(), seenByA: readA(),

@@ -18,7 +18,7 @@ const { descriptorOffset } = require('./descriptor');
 
 const [root, tpAddon, count] = process.argv.slice(2);
 const COUNT = Number(count);
-// The addon's file, as lib/native.js finds it (node-gyp-build only looks),
+// The addon's file, as lib/addon.js finds it (node-gyp-build only looks),
 // and where its descriptor is: read once, here, rather than in each worker.
 const file = fs.realpathSync(require(require.resolve('node-gyp-build', { paths: [root] })).path(root));
 const offset = descriptorOffset(file);
@@ -33,7 +33,7 @@ const SOURCE = `
   const warnings = [];
   process.on('warning', (warning) => warnings.push(warning.code ?? warning.name));
   const { withLabels } = require(w.root);
-  const { binding, file } = require(w.root + '/lib/native');
+  const { binding, file } = require(w.root + '/lib/internals').addon;
   const { descriptorAt, peek, word } = require(w.descriptor);
   if (fs.realpathSync(file) !== w.file) throw new Error(\`loaded \${file}, not \${w.file}\`);
   const d = descriptorAt(w.file, w.offset);

@@ -21,7 +21,7 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..', '..');
 const { withLabels, getLabels } = require(root);
-const context = require(path.join(root, 'lib', 'context'));
+const { context } = require(path.join(root, 'lib', 'internals'));
 
 // Shared with the test, which checks every observed set against these.
 const SETS = [

@@ -12,7 +12,7 @@ const { Worker } = require('node:worker_threads');
 const { descriptor, word } = require('./descriptor');
 
 const [tpAddon, root] = process.argv.slice(2);
-const { file } = require(`${root}/lib/native`);
+const { file } = require(`${root}/lib/internals`).addon;
 require(root); // loads the addon in this thread, so its descriptors are resolved
 const args = {
   slot: descriptor(file).arg,
