@@ -10,10 +10,12 @@
 // encode(set) writes the labels in set.kv and records where: set.offset in
 // the arena, set.word (the address as the 64-bit integer that is
 // published), set.record (its record's address, or 0n) and set.generation,
-// that of the chunk's current contents.  It is called when a set is made
-// (lib/labelset.js, which has checked every string against the limits),
-// and again for a stale set just before it is published (inside an async
-// hook, where a throw would end the process): it never throws.
+// that of the chunk's current contents.  lib/labelset.js has a new set
+// written by encodeAscii, which takes only sets that are within the limits
+// by construction, and checks any other set before it has encodeAny write
+// it; lib/context/hooks.js has a stale set written again with encode() just
+// before it is published (inside an async hook, where a throw would end the
+// process).  Nothing here throws.
 //
 // Every set has its own copy of its values, in its own block, so that
 // whether its bytes are intact depends on its own chunk alone.  Its keys
@@ -43,6 +45,8 @@ const VALUE_WORD = LAYOUT.labelValue >> 2;
 const LEN_WORD = LAYOUT.stringLen >> 2;
 const BUF_WORD = LAYOUT.stringBuf >> 2;
 const ALIGN_MASK = LAYOUT.align - 1;
+const MAX_KEY = LIMITS.maxKeyBytes;
+const MAX_VALUE = LIMITS.maxValueBytes;
 
 // ---------------------------------------------------------------------------
 // The key area.  A service puts the same few keys on every set (route,
@@ -99,28 +103,24 @@ const REFUSED = 0xffffffff;
 const valueAt = new Int32Array(LIMITS.maxLabels);
 const valueLength = new Int32Array(LIMITS.maxLabels);
 
+// Writes a set that lib/labelset.js made and checked, or a stale one
+// again.  Never throws.
 function encode(set) {
-  const n = set.kv.length >> 1;
-  const records = binding !== null && recordsOn();
-  if (n === 0 && (!records || set.span === null)) {
-    // Nothing to write: NULL is published.  A span without labels still
-    // has a record to write once records are on: until then, such a set
-    // is never intact, so that it is looked at again when published.
-    set.offset = -1;
-    set.word = 0n;
-    set.record = 0n;
-    set.generation = set.span === null || binding === null ? NO_BYTES : NOT_WRITTEN;
-    return;
-  }
-  // Without the addon the set keeps its JavaScript meaning and is never published.
-  if (binding === null) {
-    set.offset = -1;
-    set.word = 0n;
-    set.record = 0n;
-    set.generation = NO_BYTES;
-    return;
-  }
-  if (!encodeAscii(set, n, records)) encodeAny(set, n, records);
+  if (!encodeAscii(set)) encodeAny(set);
+}
+
+// The sets with nothing to write, whatever their strings: true when `set`
+// is one of them, and it is then done.
+function nothingToWrite(set, n, records) {
+  if (n !== 0 || (records && set.span !== null)) return false;
+  // NULL is published.  A span without labels still has a record to write
+  // once records are on: until then, such a set is never intact, so that
+  // it is looked at again when published.
+  set.offset = -1;
+  set.word = 0n;
+  set.record = 0n;
+  set.generation = set.span === null || binding === null ? NO_BYTES : NOT_WRITTEN;
+  return true;
 }
 
 // The bytes of the set's block: the ABI set (none for a set without
@@ -154,27 +154,36 @@ function closeBlock(set, n, offset, at, records) {
   }
 }
 
-// The common case: every string ASCII.  Finds room for the set in the
-// chunk being filled and has one writer write it there in one call, then
-// takes the space.  A key in the key area is passed as its place there,
-// which the entry points at; the set copies only its other strings.
-// Returns false, having taken nothing, when the writer finds a string that
-// is not ASCII, for encodeAny to write.
-function encodeAscii(set, n, records) {
+// The common case: every string ASCII, keys of 1 to maxKeyBytes characters,
+// values of at most maxValueBytes.  Such a set is within the limits by
+// construction, so lib/labelset.js checks no string of a set this writes.
+// Finds room for the set in the chunk being filled and has one writer write
+// it there in one call, then takes the space.  A key in the key area is
+// passed as its place there, which the entry points at; the set copies only
+// its other strings.  Returns false, having taken no space (though it may
+// have taken a new chunk to try), for any other set, and where there is no
+// addon: such a set is checked in UTF-8 bytes, then written by encodeAny.
+function encodeAscii(set) {
+  const n = set.kv.length >> 1;
+  const records = binding !== null && recordsOn();
+  if (nothingToWrite(set, n, records)) return true;
+  if (binding === null) return false;
   const kv = set.kv;
   let chars = 0;
   let valueChars = 0;
   let placed = true;
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
+    const kl = key.length;
     const vl = kv[2 * i + 1].length;
+    if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
     const at = keyOffset(key, i);
     if (at < 0) {
       writeArgs[KEY_PLACES + i] = NOT_IN_KEY_AREA;
-      chars += key.length;
+      chars += kl;
       placed = false;
     } else {
-      writeArgs[KEY_PLACES + i] = at * 64 + key.length;
+      writeArgs[KEY_PLACES + i] = at * 64 + kl;
     }
     chars += vl;
     valueChars += vl;
@@ -245,10 +254,22 @@ function putPointer(words, w, low, high) {
   words[w + 1] = low > 0xffffffff ? high + 1 : high;
 }
 
-// Any well-formed strings, within the limits (lib/labelset.js checked
-// them): measures each in UTF-8, then writes them with Buffer#write, and
-// the pointers as 32-bit halves of the arena's address.
-function encodeAny(set, n, records) {
+// Any set that lib/labelset.js checked (well-formed keys, every string
+// within the limits in UTF-8 bytes): measures each string, writes it with
+// Buffer#write, and the pointers as 32-bit halves of the arena's address.
+// Without the addon the set keeps its JavaScript meaning and is never
+// published.
+function encodeAny(set) {
+  const n = set.kv.length >> 1;
+  const records = binding !== null && recordsOn();
+  if (nothingToWrite(set, n, records)) return;
+  if (binding === null) {
+    set.offset = -1;
+    set.word = 0n;
+    set.record = 0n;
+    set.generation = NO_BYTES;
+    return;
+  }
   const kv = set.kv;
   let stringBytes = 0;
   let valueBytes = 0;
@@ -292,4 +313,4 @@ function encodeAny(set, n, records) {
   closeBlock(set, n, offset, at, records);
 }
 
-module.exports = { encode };
+module.exports = { encode, encodeAscii, encodeAny };

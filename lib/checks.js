@@ -92,25 +92,17 @@ function checkFunction(fn, who) {
   }
 }
 
-// The last string found within its limit at each place of a set's
-// [key, value, ...]: a service makes set after set with the same keys, and
-// often the same values, so most strings are checked by one identity
-// comparison.  Owner: this module; bounded by the 2 * maxLabels places, it
-// holds the strings of the sets checked last.
-const checked = new Array(2 * LIMITS.maxLabels).fill(null);
-
 // Checks the strings of a set's [key, value, ...] against the limits, in
 // UTF-8 bytes: every key 1 to maxKeyBytes bytes of well-formed Unicode,
 // every value at most maxValueBytes (a lone surrogate in a value is written
-// as U+FFFD).  A string of n UTF-16 code units takes n to 3n bytes, so
-// most values are known to fit from their length alone.
+// as U+FFFD).  A string of n UTF-16 code units takes n to 3n bytes, so a
+// short value is known to fit from its length alone.  lib/labelset.js runs
+// this for the sets that the ASCII writer does not take (lib/abi.js), which
+// are within the limits by construction.
 function checkStrings(kv, who) {
-  for (let i = 0; i < kv.length; i++) {
-    const s = kv[i];
-    if (checked[i] === s) continue;
-    if ((i & 1) === 0) checkKey(s, who);
-    else if (s.length * 3 > MAX_VALUE) checkValue(s, kv[i - 1], who);
-    checked[i] = s;
+  for (let i = 0; i < kv.length; i += 2) {
+    checkKey(kv[i], who);
+    if (kv[i + 1].length * 3 > MAX_VALUE) checkValue(kv[i + 1], kv[i], who);
   }
 }
 

@@ -1,11 +1,12 @@
 'use strict';
 // The label set: reading and checking what the caller gives, merging it with
 // the enclosing set by pprof's rules, and reusing the last set made when the
-// same labels come again.  Every check runs here, before the set's bytes are
-// written (lib/abi.js writes them and never throws).
+// same labels come again.  Every check of a set runs here, with the rules
+// of lib/checks.js, before any of its bytes are published (lib/abi.js
+// writes them and never throws).
 
 const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
-const { encode } = require('./abi');
+const { encodeAscii, encodeAny } = require('./abi');
 const { NO_BYTES, addressOf } = require('./arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -132,8 +133,8 @@ function isOtherValue(raw) {
   }
 }
 
-// Merges the labels in `given` into the parent's labels, checks the result
-// and writes its bytes if it differs from the parent.  `plain`: every given
+// Merges the labels in `given` into the parent's labels, and checks and
+// writes the result if it differs from the parent.  `plain`: every given
 // value is a string.
 function build(parent, given, plain, who, span) {
   const base = parent.kv;
@@ -182,9 +183,15 @@ function build(parent, given, plain, who, span) {
   if (kv.length > 2 * LIMITS.maxLabels) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${kv.length >> 1}`);
   }
-  checkStrings(kv, who);
   const set = new LabelSet(kv, span);
-  encode(set);
+  // Nearly every set is ASCII, within the limits counted in characters:
+  // the ASCII writer takes exactly those, so a set it wrote needs no other
+  // check, and the common case measures no string.  Any other set is
+  // checked in UTF-8 bytes before anything of it is written.
+  if (!encodeAscii(set)) {
+    checkStrings(kv, who);
+    encodeAny(set);
+  }
   return set;
 }
 
