@@ -226,7 +226,7 @@ describe('the packed tarball', function () {
       const { Worker, isMainThread, parentPort } = require('node:worker_threads');
       function load() {
         const { withLabels, getLabels, supported } = require('customlabels');
-        const native = require(path.join(path.dirname(require.resolve('customlabels')), 'native.js'));
+        const native = require(path.join(path.dirname(require.resolve('customlabels')), 'internals.js')).addon;
         const read = () => native.binding?.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
         return withLabels({ route: '/r' }, () => ({ supported, labels: getLabels(), published: read(), file: native.file }));
       }
@@ -325,7 +325,7 @@ describe('the packed tarball', function () {
     function publishes(cwd) {
       const script = `
         const { withLabels } = require('customlabels');
-        const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'native.js'));
+        const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'internals.js')).addon;
         console.log(JSON.stringify({ file: native.file, seen: withLabels({ r: '1' }, () => native.binding?.readPublished()?.length ?? null) }));
       `;
       return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd, encoding: 'utf8' }));
