@@ -6,13 +6,13 @@
 // `floor-switch` is cost.js's "least hooks" (through http-server.js).
 
 const { createHook } = require('node:async_hooks');
-const { usesAsyncContextFrame, canSkipPromises } = require('../lib/mechanism');
+const { usesAsyncContextFrame, canSkipPromises } = require('../lib/internals').platform;
 const v8 = require('node:v8');
 
 function noop() {}
 let sink; // keeps the reads of floor-read
 
-// Attaches `before` and `after` as lib/context.js attaches its hooks on this
+// Attaches `before` and `after` as lib/context/hooks.js attaches its hooks on this
 // Node, and returns a description ending in `what`.
 function attach(before, after, what) {
   if (usesAsyncContextFrame() && canSkipPromises()) {

@@ -239,7 +239,7 @@ async function main() {
   const result = await measure((n) => c.batch(n), c.ops);
   let lib = null;
   if (variant === 'labels') {
-    try { lib = require(path.join(ROOT, 'lib/context')).state().mechanism; } catch { lib = '?'; }
+    try { lib = require(path.join(ROOT, 'lib/internals')).context.state().mechanism; } catch { lib = '?'; }
   }
   console.log(JSON.stringify({
     case: caseName, variant, unit: c.unit, ...result, node: process.version,

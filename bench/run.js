@@ -314,7 +314,7 @@ async function probe(node) {
     const { withLabels } = require(${JSON.stringify(ROOT)});
     withLabels({ a: '1' }, () => {});
     let mechanism = '?'; // lib/'s own name for its hooks, where it has one
-    try { mechanism = require(${JSON.stringify(path.join(ROOT, 'lib/context'))}).state().mechanism; } catch {}
+    try { mechanism = require(${JSON.stringify(path.join(ROOT, 'lib/internals'))}).context.state().mechanism; } catch {}
     console.log(JSON.stringify({ version: process.version, mechanism,
       major: Number(process.versions.node.split('.')[0]) }));`;
   return runChild(node, ['-e', src]);

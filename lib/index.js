@@ -1,9 +1,16 @@
 'use strict';
 // customlabels: labels that external profilers read from each thread through
 // the Custom Label ABI v1, following the work across async boundaries.
+//
+// The face: withLabels, enterLabels, getLabels and enableThreadContext, and
+// the choices made once per thread: which copy of the package answers
+// (lib/copies.js) and which mechanism follows the context (lib/context/;
+// async hooks, the one there is today).  withLabels end to end: this file,
+// lib/labelset.js (read, check, merge), lib/abi.js (the bytes readers see),
+// lib/arena.js (where they live) and lib/context/hooks.js (publishing them
+// as the work moves).
 
-const owner = require('./owner');
-const { setLabel } = require('./plain');
+const copies = require('./copies');
 
 // What customlabels/otel uses beside the public API: withLabels and
 // enterLabels that also set the span of the thread-context record, and the
@@ -12,21 +19,15 @@ const { setLabel } = require('./plain');
 const INTERNAL = Symbol.for('customlabels.internal.v1');
 
 // A copy loaded after another one in this thread hands out that one's API
-// (lib/owner.js).
-module.exports = owner.standing === 'delegate' ? owner.owner.exports : create();
+// (lib/copies.js).
+module.exports = copies.standing === 'delegate' ? copies.owner.exports : create();
 
 function create() {
-  const native = require('./native');
-  const { LIMITS, EMPTY, derive } = require('./labelset');
-  const context = require('./context');
+  const addon = require('./addon');
+  const { EMPTY, derive } = require('./labelset');
+  const { LIMITS, checkFunction, setLabel } = require('./checks');
+  const context = require('./context/hooks');
   const { enableThreadContext } = require('./threadcontext');
-  const { describe } = require('./checks');
-
-  function checkFunction(fn, who) {
-    if (typeof fn !== 'function') {
-      throw new TypeError(`${who}: fn must be a function, got ${describe(fn)}`);
-    }
-  }
 
   /**
    * Runs fn() with `labels` added to the current labels, and keeps them for
@@ -73,8 +74,8 @@ function create() {
     enterLabels,
     getLabels,
     enableThreadContext,
-    supported: native.binding !== null,
-    unsupportedReason: native.reason,
+    supported: addon.binding !== null,
+    unsupportedReason: addon.reason,
     limits: LIMITS,
   };
   Object.defineProperty(api, INTERNAL, {
@@ -86,6 +87,6 @@ function create() {
       },
     }),
   });
-  if (owner.standing === 'own') owner.register(api);
+  if (copies.standing === 'own') copies.register(api);
   return api;
 }

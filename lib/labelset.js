@@ -1,17 +1,15 @@
 'use strict';
-// Label sets: reading and checking what the caller gives, merging it with
+// The label set: reading and checking what the caller gives, merging it with
 // the enclosing set by pprof's rules, and reusing the last set made when the
-// same labels come again.  The bytes a profiler reads are lib/encode.js's
-// job; where they live, lib/arena.js's.
+// same labels come again.  Every check of a set runs here, with the rules
+// of lib/checks.js, before any of its bytes are published (lib/abi.js
+// writes them and never throws).
 
-const { LIMITS } = require('./limits');
-const { encode } = require('./encode');
-const { NOWHERE, addressOf } = require('./arena');
-const { describe, quote, isObjectPrototype } = require('./checks');
+const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
+const { encodeAscii, encodeAny } = require('./abi');
+const { NO_BYTES, addressOf } = require('./arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
-const getPrototypeOf = Object.getPrototypeOf;
-const ObjectPrototype = Object.prototype;
 
 class LabelSet {
   constructor(kv, span) {
@@ -21,10 +19,10 @@ class LabelSet {
     // traceKey, spanKey (the labels that carry the ids, or null) }.
     // Inherited like a label; only customlabels/otel sets it.
     this.span = span;
-    this.offset = -1; // where the bytes are in the arena (lib/encode.js); -1: none, publish NULL
-    this.word = 0n; // the address to publish, as a 64-bit integer (lib/native.js says why)
+    this.offset = -1; // where the bytes are in the arena (lib/abi.js); -1: none, publish NULL
+    this.word = 0n; // the address to publish, as a 64-bit integer (lib/addon.js says why)
     this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
-    this.fill = NOWHERE; // the arena's token for the contents of that chunk (lib/arena.js)
+    this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
   }
 
   // The published address, for diagnostics and tests (0 for NULL).
@@ -68,11 +66,7 @@ let lastSet = null;
 // (parent's span if undefined).  Returns `parent` itself when nothing
 // changes.  Throws TypeError/RangeError before it changes anything.
 function derive(parent, labels, who, span = parent.span) {
-  if (typeof labels !== 'object' || labels === null) {
-    throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
-  }
-  const proto = getPrototypeOf(labels);
-  if (proto !== ObjectPrototype && proto !== null && !isObjectPrototype(proto)) {
+  if (!isPlainObject(labels)) {
     throw new TypeError(`${who}: labels must be a plain object, got ${describe(labels)}`);
   }
   // Only strings read means that the array given to build() can become the
@@ -139,9 +133,9 @@ function isOtherValue(raw) {
   }
 }
 
-// Merges the labels in `given` into the parent's labels, and encodes the
-// result if it differs from the parent.  `plain`: every given value is a
-// string.
+// Merges the labels in `given` into the parent's labels, and checks and
+// writes the result if it differs from the parent.  `plain`: every given
+// value is a string.
 function build(parent, given, plain, who, span) {
   const base = parent.kv;
   const sameSpan = span === parent.span;
@@ -190,7 +184,14 @@ function build(parent, given, plain, who, span) {
     throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${kv.length >> 1}`);
   }
   const set = new LabelSet(kv, span);
-  encode(set, who);
+  // Nearly every set is ASCII, within the limits counted in characters:
+  // the ASCII writer takes exactly those, so a set it wrote needs no other
+  // check, and the common case measures no string.  Any other set is
+  // checked in UTF-8 bytes before anything of it is written.
+  if (!encodeAscii(set)) {
+    checkStrings(kv, who);
+    encodeAny(set);
+  }
   return set;
 }
 

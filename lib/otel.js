@@ -20,12 +20,12 @@
 // ids replace the outer one's.
 //
 // This module uses only the public API of customlabels (whichever copy owns
-// the thread, lib/owner.js), so it works whichever copy loaded first.
+// the thread, lib/copies.js), so it works whichever copy loaded first.
 //
-// The parts: lib/otel-options.js reads the options, lib/otel-manager.js is
-// the wrapping manager, lib/otel-span.js (with lib/otel-root.js) makes a
-// span's labels, lib/otel-bind.js binds functions and emitters, and
-// lib/otel-labels.js reaches the label sets.
+// The parts: this file checks spanLabels()'s arguments and reads its
+// options, lib/otel/manager.js is the wrapping manager (with bind() of
+// functions and emitters), and lib/otel/span.js makes a span's labels and
+// reaches the label sets.
 
 // Loaded here first, so that a missing package is reported in words; the
 // other parts then find it loaded.
@@ -42,9 +42,64 @@ try {
   throw err;
 }
 
-const { describe } = require('./checks');
-const { parseOptions } = require('./otel-options');
-const { SpanLabelsContextManager } = require('./otel-manager');
+const { describe, quote, isPlainObject, utf8Length } = require('./checks');
+const { LABELS, limits } = require('./otel/span');
+const { SpanLabelsContextManager } = require('./otel/manager');
+
+// ---------------------------------------------------------------------------
+// The options: which span labels to set, under which keys.
+
+const OPTIONS = LABELS.map((l) => l.option);
+
+// A label key as customlabels (the copy that owns the thread) accepts it:
+// well-formed, 1 to maxKeyBytes bytes of UTF-8.
+function checkKey(key, option) {
+  const bytes = utf8Length(key);
+  if (!key.isWellFormed() || bytes === 0 || bytes > limits.maxKeyBytes) {
+    throw new TypeError(`spanLabels: options.${option} must be a label key of 1 to ${limits.maxKeyBytes} bytes of well-formed UTF-8, got ${describe(key)}`);
+  }
+}
+
+// { traceId, spanId, localRootSpanId, spanName }: the key of each label, or
+// null when it is off.  Throws TypeError naming the option.
+function parseOptions(options) {
+  if (options !== undefined && !isPlainObject(options)) {
+    throw new TypeError(`spanLabels: options must be a plain object, got ${describe(options)}`);
+  }
+  const given = options ?? {};
+  for (const name of Object.keys(given)) {
+    if (!OPTIONS.includes(name)) {
+      throw new TypeError(`spanLabels: unknown option ${quote(name)} (the options are ${OPTIONS.join(', ')})`);
+    }
+  }
+  const keys = {};
+  const owners = new Map();
+  for (const { option, key: defaultKey, on } of LABELS) {
+    const value = given[option];
+    let key;
+    if (value === undefined) key = on ? defaultKey : null;
+    else if (value === true) key = defaultKey;
+    else if (value === false) key = null;
+    else if (typeof value === 'string') {
+      checkKey(value, option);
+      key = value;
+    } else {
+      throw new TypeError(`spanLabels: options.${option} must be a label key (a string), true or false, got ${describe(value)}`);
+    }
+    if (key !== null) {
+      if (owners.has(key)) {
+        throw new TypeError(`spanLabels: options.${owners.get(key)} and options.${option} both name the label ${quote(key)}`);
+      }
+      owners.set(key, option);
+    }
+    keys[option] = key;
+  }
+  if (owners.size === 0) throw new TypeError('spanLabels: options turn every label off, so there would be nothing to label');
+  return keys;
+}
+
+// ---------------------------------------------------------------------------
+// The manager to wrap.
 
 const METHODS = ['active', 'with', 'bind', 'enable', 'disable'];
 

@@ -1,8 +1,14 @@
 'use strict';
-// Where the Custom Label ABI can be published: Linux with glibc, on x86-64
-// or aarch64.  Decided from what the running Node reports, so the install
-// script (scripts/install.js), the loader (lib/native.js) and the reader's
-// launcher (bin/customlabels-dump.js) agree.
+// What the running platform and Node offer, found from what they report or
+// by behaviour, never from a version number, and with no addon loaded: where
+// the Custom Label ABI can be published (Linux with glibc, on x86-64 or
+// aarch64), so that the install script (scripts/install.js), the loader
+// (lib/addon.js) and the reader's launcher (bin/customlabels-dump.js)
+// agree; and which async-context machinery this Node has, so that the
+// hooks (lib/context/hooks.js) and the benchmarks' floors (bench/floors.js)
+// attach the same way.
+
+const { AsyncLocalStorage, createHook, executionAsyncResource } = require('node:async_hooks');
 
 // The C library this process runs on: 'glibc', 'musl' or 'unknown', from
 // the dynamic loader mapped into it (reading /proc/self/maps takes well
@@ -32,4 +38,27 @@ function unsupportedReason() {
   return null;
 }
 
-module.exports = { unsupportedReason, libc };
+// Whether AsyncLocalStorage runs on AsyncContextFrame (default from Node 24,
+// opt-in on 22).  Resource-based AsyncLocalStorage stores its value on the
+// current async resource; the frame-based one does not touch it.
+function usesAsyncContextFrame() {
+  const probe = new AsyncLocalStorage();
+  const resource = executionAsyncResource();
+  const count = () => Object.getOwnPropertySymbols(resource).length;
+  const outside = count();
+  const inside = probe.run(true, count);
+  probe.disable();
+  return inside === outside;
+}
+
+// Whether async_hooks can be told not to track promises.
+function canSkipPromises() {
+  let tracked = false;
+  const probe = createHook({ init(id, type) { if (type === 'PROMISE') tracked = true; }, trackPromises: false });
+  probe.enable();
+  Promise.resolve();
+  probe.disable();
+  return !tracked;
+}
+
+module.exports = { unsupportedReason, libc, usesAsyncContextFrame, canSkipPromises };

@@ -3,11 +3,11 @@
 // in, once the thread context is enabled (enableThreadContext).
 //
 // A record is written right after the set's Custom Label ABI v1 bytes, in
-// the same block of the thread's arena (lib/encode.js), so it lives and is
+// the same block of the thread's arena (lib/abi.js), so it lives and is
 // reused exactly as the set is, and the hooks publish it with one more
-// 8-byte store into otel_thread_ctx_v1 (lib/context.js).  Its layout is the
-// OTEP's, packed, 2-byte aligned, host-endian (little-endian on x86-64 and
-// aarch64):
+// 8-byte store into otel_thread_ctx_v1 (lib/context/hooks.js).  Its layout
+// is the OTEP's, packed, 2-byte aligned, host-endian (little-endian on
+// x86-64 and aarch64):
 //   0  trace-id[16]   the active span's trace id (zeroes: no span)
 //   16 span-id[8]     its span id
 //   24 valid          1
@@ -18,32 +18,61 @@
 // context (src/process_ctx.c), which every thread and every copy of the
 // addon share: a key seen for the first time is appended there.
 //
-// Sizes: a set holds at most 10 labels of at most 53-byte values
-// (lib/encode.js), so a record is at most 28 + 10 * (2 + 53) = 578 bytes,
-// within the OTEP's recommended 640, and no value reaches the 255 bytes
-// that a one-byte length can say.
+// Sizes: the header is the addon's layout.otelRecordHeader, and lib/addon.js
+// checks that the label limits keep every record within
+// layout.otelRecordMax (OTEP's recommended 640 bytes; at most 28 + 10 *
+// (2 + 53) = 578 bytes) and every value below the 255 bytes that a one-byte
+// length can say.
+//
+// Also here: the one-entry-per-position cache that this file and lib/abi.js
+// use for what a label key maps to (byPosition).
 
-const { binding, otelEnabled } = require('./native');
-const { LIMITS } = require('./limits');
+const { binding, otelEnabled } = require('./addon');
+const { LIMITS, quote } = require('./checks');
 const { invalidate } = require('./arena');
-const { byPosition } = require('./byposition');
-const { quote } = require('./checks');
 
-const HEADER = 28;
+const HEADER = binding ? binding.layout.otelRecordHeader : 0;
+const ID_BYTES = 24; // trace-id and span-id
 // valid (24), trace-flags (25) and attrs-data-size (26) are written as
 // the header's seventh 32-bit word.
-const MAX_RECORD = 640;
-const ID_BYTES = 24; // trace-id and span-id
+const FLAGS_WORD = ID_BYTES >> 2;
 
-if (HEADER + LIMITS.maxLabels * (2 + LIMITS.maxValueBytes) > MAX_RECORD ||
-    LIMITS.maxValueBytes > 255) {
-  throw new Error('customlabels: the label limits would let a record exceed what OTEP 4947 allows');
+// Returns (key, i) => lookup(key), where i is the key's position in its set
+// (below LIMITS.maxLabels) and lookup returns a 32-bit integer.  lookup must
+// give the same answer for the same key for as long as the cache lives.
+// Sets made one after another mostly have the same keys in the same order
+// (one object literal at one call site), so remembering the key last looked
+// up at each position, and what it gave, answers the common case with one
+// identity comparison instead of a Map lookup.  Owner: the caller; one entry
+// per position, replaced by the next key looked up there.
+function byPosition(lookup) {
+  const keys = new Array(LIMITS.maxLabels).fill('');
+  const results = new Int32Array(LIMITS.maxLabels);
+  return function cached(key, i) {
+    if (keys[i] === key) return results[i];
+    const result = lookup(key);
+    keys[i] = key;
+    results[i] = result;
+    return result;
+  };
 }
 
-// `on`: this thread writes records.  It follows the process-wide word
-// (lib/native.js), which the first enableThreadContext() call in any
-// thread sets; a thread notices when it next writes a set (noticed()).
-const threadContext = { on: false };
+// Whether this thread writes records.  The process-wide word (lib/addon.js)
+// is set by the first enableThreadContext() call in any thread; this thread
+// turns records on the first time it asks after that, which it does once
+// per set written and once per set published.  Turning on is done once: from
+// then on every set is written with its record, and every set written
+// before is written again, record and all, before it is next published
+// (lib/arena.js invalidate()).
+let on = false;
+
+function recordsOn() {
+  if (on) return true;
+  if (otelEnabled[0] === 0) return false;
+  on = true;
+  invalidate();
+  return true;
+}
 
 // key -> its index in the process's key map, or -1 for a key left out
 // because the map is full.  Owner: this module; bounded by the map's 256
@@ -51,25 +80,9 @@ const threadContext = { on: false };
 const indexes = new Map();
 let full = false;
 
-// Turns records on in this thread: from now on every set is written with
-// its record, and every set written before is written again, record and
-// all, before it is next published (lib/arena.js).
-function turnOn() {
-  if (threadContext.on) return;
-  threadContext.on = true;
-  invalidate();
-}
-
-// Whether this thread writes records, turning them on if another thread
-// enabled the thread context since.  Called once per set written.
-function noticed() {
-  if (!threadContext.on && otelEnabled[0] !== 0) turnOn();
-  return threadContext.on;
-}
-
 // The index of a key, from the process's key map, or -1 for a key left
 // out of records.  Never throws: it is called while a set is written,
-// which may be inside an async hook (lib/context.js), where a throw would
+// which may be inside an async hook (lib/context/hooks.js), where a throw would
 // end the process.  A key the map cannot take, for the number of its keys
 // or for the room they take in the process context, is left out, and so is
 // every key after it; so is a key whose adding fails (out of memory, or an
@@ -146,7 +159,7 @@ function idWordsOf(span) {
 }
 
 // The key index of label i, looked up through the key map only when the
-// key at that position changed (lib/byposition.js).
+// key at that position changed.
 const keyIndex = byPosition(indexOf);
 
 // Writes the record of `set` at arena offset `at` (a multiple of 4): its
@@ -182,8 +195,8 @@ function writeRecord(bytes, words, at, set, n, valueAt, valueLength) {
     p += 2 + length;
   }
   // valid = 1, trace-flags, attrs-data-size: one little-endian word.
-  words[w + 6] = 1 | flags << 8 | (p - at - HEADER) << 16;
+  words[w + FLAGS_WORD] = 1 | flags << 8 | (p - at - HEADER) << 16;
   return p;
 }
 
-module.exports = { threadContext, turnOn, noticed, recordBytes, writeRecord, HEADER };
+module.exports = { recordsOn, recordBytes, writeRecord, byPosition };

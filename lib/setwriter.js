@@ -6,11 +6,16 @@
 // measured cheaper than the addon's call; on V8 12 (Node 22), which has the
 // builtins too, it measured dearer, so there it is not used (bench/README.md
 // at commit 54ee2cd has the figures).  The module's memory is then the
-// thread's arena: it is made when the arena is first needed (lib/arena.js), and the addon adopts it
-// (src/addon.c adoptArena), holding it until the thread's environment is
-// torn down.  Elsewhere (Node 20, or a Node without WebAssembly) the addon
-// maps the arena and writes the sets, as it always does for a set with a
-// key outside the key area (lib/encode.js).
+// thread's arena: it is made when the arena is first needed (lib/arena.js),
+// and the addon adopts it (src/addon.c adoptArena), holding it until the
+// thread's environment is torn down.  Elsewhere (Node 20, or a Node without
+// WebAssembly) the addon maps the arena and writes the sets, as it always
+// does for a set with a key outside the key area (lib/abi.js).
+//
+// The module repeats the arena's layout and the label limits as constants
+// (src/setwriter.wat); they are checked against the addon's layout and
+// lib/checks.js when the instance is made, and a module that disagrees is
+// not used.
 //
 // CUSTOMLABELS_WRITER, read once at load, overrides the choice, for
 // comparing the two writers (tests, benchmarks): `addon` keeps to the
@@ -18,8 +23,8 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { binding } = require('./native');
-const { quote } = require('./checks');
+const { binding } = require('./addon');
+const { LIMITS, quote } = require('./checks');
 
 // The compiled module, or null with the reason this thread does without it.
 function compile() {
@@ -60,11 +65,29 @@ const writer = {
   write: null,
 };
 
+// What disagrees between the instance's constants and what the addon and
+// lib/ use, or null.
+function constantsMismatch(exports) {
+  const layout = binding.layout;
+  const expected = {
+    keyArea: layout.keyArea, arenaBytes: layout.arenaBytes, maxLabels: LIMITS.maxLabels,
+    maxKeyBytes: LIMITS.maxKeyBytes, maxValueBytes: LIMITS.maxValueBytes,
+  };
+  for (const [name, value] of Object.entries(expected)) {
+    const got = exports[name] instanceof WebAssembly.Global ? exports[name].value : undefined;
+    if (got !== value) return `${name} is ${got}, not ${value}`;
+  }
+  if (exports.memory.buffer.byteLength !== layout.arenaBytes) {
+    return `its memory is ${exports.memory.buffer.byteLength} bytes, not ${layout.arenaBytes}`;
+  }
+  return null;
+}
+
 // Makes the module's instance and gives its memory to the addon as this
-// thread's arena: [ArrayBuffer, low 32 bits, high 32 bits of its address],
-// as binding.arena() gives the addon's own.  If V8 cannot make the memory
-// (it reserves address space beyond it, up to 8 GiB, and less where that
-// is refused), returns null, and the thread does without this writer.
+// thread's arena: [ArrayBuffer, its address].  If V8 cannot make the
+// memory (it reserves address space beyond it, up to 8 GiB, and less where
+// that is refused), or the module's constants disagree with the layout,
+// returns null, and the thread does without this writer.
 writer.instantiate = function instantiate() {
   let exports;
   try {
@@ -74,11 +97,18 @@ writer.instantiate = function instantiate() {
     writer.reason = `the set writer's memory could not be made: ${err.message}`;
     return null;
   }
+  const mismatch = constantsMismatch(exports);
+  if (mismatch !== null) {
+    writer.available = false;
+    writer.reason = `lib/setwriter.wasm disagrees with the addon's layout: ${mismatch}`;
+    return null;
+  }
   const buffer = exports.memory.buffer;
   const [low, high] = binding.adoptArena(buffer);
-  exports.setBase((BigInt(high) << 32n) | BigInt(low));
+  const base = (BigInt(high) << 32n) | BigInt(low);
+  exports.setBase(base);
   writer.write = exports.write;
-  return [buffer, low, high];
+  return [buffer, base];
 };
 
 module.exports = writer;

@@ -5,9 +5,9 @@
 // OTEP 4947 records in this thread (lib/record.js); every other thread
 // turns them on when it next writes a label set.
 
-const { binding } = require('./native');
-const { turnOn } = require('./record');
-const { describe, quote, isPlainObject } = require('./checks');
+const { binding } = require('./addon');
+const { recordsOn } = require('./record');
+const { describe, quote, isPlainObject, utf8Length } = require('./checks');
 
 const WHO = 'enableThreadContext';
 const OPTIONS = ['resource'];
@@ -86,7 +86,7 @@ function checkOptions(options) {
   let bytes = 0;
   for (const key of keys) {
     const where = `options.resource[${quote(key)}]`;
-    const keyBytes = Buffer.byteLength(key, 'utf8');
+    const keyBytes = utf8Length(key);
     if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
       throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
     }
@@ -101,7 +101,7 @@ function checkOptions(options) {
     if (typeof value !== 'string') {
       throw new TypeError(`${WHO}: ${where} must be a string, or null to remove it, got ${describe(value)}`);
     }
-    const valueBytes = Buffer.byteLength(value, 'utf8');
+    const valueBytes = utf8Length(value);
     if (!value.isWellFormed() || valueBytes > MAX_VALUE) {
       throw new RangeError(`${WHO}: ${where} must be at most ${MAX_VALUE} bytes of well-formed UTF-8`);
     }
@@ -128,7 +128,7 @@ function enableThreadContext(options) {
     if (status !== 0) throw refusal(status);
   }
   binding.otelEnable();
-  turnOn();
+  recordsOn(); // the process-wide word is set: this thread turns records on now
   return true;
 }
 

@@ -8,7 +8,7 @@
 //     works, and builds from source with node-gyp only when none does (a git
 //     checkout, or a glibc older than the 2.28 the prebuilt files need).
 //   - npm 11 may not run this script at all (package.json allowScripts):
-//     where no prebuilt addon fits then, lib/noaddon.js says how to run it.
+//     where no prebuilt addon fits then, lib/addon.js says how to run it.
 
 const { unsupportedReason } = require('../lib/platform');
 

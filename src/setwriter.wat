@@ -4,12 +4,12 @@
 ;; Custom Label ABI v1 bytes into the thread's arena, which is this module's
 ;; memory (lib/setwriter.js).  It does what cl_labelset_write_ascii
 ;; (src/labelset.c) does for a set whose keys are all in the arena's key
-;; area: lib/encode.js uses one writer or the other, never both.
+;; area: lib/abi.js uses one writer or the other, never both.
 ;;
 ;; Built into lib/setwriter.wasm by scripts/build-wasm.js; a test checks that
 ;; the committed file is this source's build.
 ;;
-;; Layout (the ABI on a 64-bit little-endian machine; lib/native.js LAYOUT):
+;; Layout (the ABI on a 64-bit little-endian machine; lib/addon.js LAYOUT):
 ;; custom_labels_labelset_t is { storage, count, capacity } (24 bytes), then
 ;; its n custom_labels_label_t { key { len, buf }, value { len, buf } } (32
 ;; bytes each), then the values' bytes.  Every pointer is $base (the
@@ -19,7 +19,7 @@
 ;; Checked here is what keeps every write inside the block it is given and
 ;; every pointer inside memory that stays unchanged while a set may be
 ;; published: the caller's offsets and key places, the strings' types,
-;; lengths and ASCII.  Anything else makes write return -1, and lib/encode.js
+;; lengths and ASCII.  Anything else makes write return -1, and lib/abi.js
 ;; writes the set by its general path.
 (module
   (import "wasm:js-string" "test" (func $is_string (param externref) (result i32)))
@@ -27,13 +27,15 @@
   (import "wasm:js-string" "charCodeAt" (func $char_code_at (param externref i32) (result i32)))
 
   ;; The arena: 16 chunks of 64 KiB (CL_ARENA_BYTES), never grown.  Sets
-  ;; are written below the key area, the last chunk (CL_KEY_AREA).
+  ;; are written below the key area, the last chunk (CL_KEY_AREA).  The
+  ;; constants are exported so that lib/setwriter.js can check them against
+  ;; the addon's layout and lib/'s limits when it loads this module.
   (memory (export "memory") 16 16)
-  (global $key_area i32 (i32.const 983040))
-  (global $arena_bytes i32 (i32.const 1048576))
-  (global $max_labels i32 (i32.const 10)) ;; lib/limits.js maxLabels
-  (global $max_key i32 (i32.const 25)) ;; maxKeyBytes
-  (global $max_value i32 (i32.const 53)) ;; maxValueBytes
+  (global $key_area (export "keyArea") i32 (i32.const 983040))
+  (global $arena_bytes (export "arenaBytes") i32 (i32.const 1048576))
+  (global $max_labels (export "maxLabels") i32 (i32.const 10)) ;; lib/checks.js LIMITS
+  (global $max_key (export "maxKeyBytes") i32 (i32.const 25))
+  (global $max_value (export "maxValueBytes") i32 (i32.const 53))
 
   ;; The address of byte 0, set once by lib/setwriter.js.
   (global $base (mut i64) (i64.const 0))

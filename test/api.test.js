@@ -1,10 +1,8 @@
 'use strict';
 const assert = require('node:assert/strict');
 const { withLabels, getLabels, enterLabels, supported, limits } = require('..');
-const { LAYOUT, binding } = require('../lib/native');
+const { LAYOUT, binding, context, arena, addressOf } = require('../lib/internals');
 const LAYOUT_OF_ADDON = binding === null ? null : binding.layout;
-const context = require('../lib/context');
-const { ring, addressOf } = require('../lib/arena');
 const tls = require('./helpers/tls');
 const { freeBlock } = require('./helpers/block');
 
@@ -15,7 +13,7 @@ function rawInstalled() {
   const set = context.state().installed;
   assert.ok(set && set.offset >= 0, 'a set is installed');
   assert.equal(tls.address(), set.address, 'the TLS slot holds the installed set');
-  const bytes = Buffer.from(ring.bytes.buffer);
+  const bytes = Buffer.from(arena.bytes.buffer);
   const base = addressOf(0);
   const at = (address) => address - base;
   const u64 = (address) => Number(bytes.readBigUInt64LE(at(address)));
@@ -153,9 +151,9 @@ describe('withLabels: what the thread publishes', () => {
 
   it('the addon writes a set only inside the block it is given, and only what lib/ would pass', () => {
     withLabels({ a: 'b' }, () => {}); // the arena is mapped
-    const { binding } = require('../lib/native'); // the instance that owns this arena
-    // writeSet as lib/encode.js calls it: the block and the key places in
-    // the request words, the strings as arguments.  A key given here as a
+    // writeSet as lib/abi.js calls it: the block and the key places in
+    // the words of binding.request(), the strings as arguments.  `binding`
+    // is the instance that owns this arena.  A key given here as a
     // number is a place (offset * 64 + length); its argument is not read.
     const request = new Uint32Array(binding.request());
     const writeSet = (offset, end, ...kv) => {
@@ -168,7 +166,7 @@ describe('withLabels: what the thread publishes', () => {
       assert.equal(binding.writeSet(...args), undefined);
       return request[0] === 0xffffffff ? -1 : request[0];
     };
-    const bytes = ring.bytes;
+    const bytes = arena.bytes;
     const size = 24 + 32 + 1 + 5;
     const { offset, guard, fresh, untouched, refuses, holdsOneLabel } = freeBlock(size);
     const refused = [
@@ -181,7 +179,7 @@ describe('withLabels: what the thread publishes', () => {
       ['no labels', offset, offset + size],
       ['an unaligned block', offset + 1, offset + size + 1, 'k', 'value'],
       ['an end before the offset', offset + size, offset, 'k', 'value'],
-      ['an end past the arena', offset, ring.bytes.length + 8, 'k', 'value'],
+      ['an end past the arena', offset, arena.bytes.length + 8, 'k', 'value'],
       ['a negative offset', -8, offset + size, 'k', 'value'],
       ['a string longer than any limit', offset, offset + 200, 'k', 'x'.repeat(62)],
       ['more labels than a set holds', offset, offset + 4096, ...Array.from({ length: 2 * (limits.maxLabels + 1) }, (_, i) => `s${i}`)],
@@ -199,7 +197,7 @@ describe('withLabels: what the thread publishes', () => {
     assert.equal(bytes[offset + 56], 'k'.charCodeAt(0), 'the key is copied after the entries');
     // The same set with its key in the key area: the entry points there, and
     // the block holds the value alone.
-    const key = ring.keys;
+    const key = arena.keyEnd;
     bytes[key] = 'k'.charCodeAt(0); // past the keys in use: nothing points here
     fresh();
     assert.equal(writeSet(offset, offset + size - 1, key * 64 + 1, 'value'), offset + size - 1);

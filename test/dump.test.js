@@ -685,7 +685,7 @@ describe('customlabels-dump', function () {
       // being reused) shows as a wrong sum.
       const script = `
         const { withLabels } = require(${JSON.stringify(root)});
-        const { stats } = require(${JSON.stringify(path.join(root, 'lib/arena.js'))});
+        const { arenaStats: stats } = require(${JSON.stringify(path.join(root, 'lib/internals'))});
         const sum = (s) => { let h = 2166136261; for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619); return (h >>> 0).toString(16); };
         let n = 0;
         let sink = 0;
@@ -706,7 +706,7 @@ describe('customlabels-dump', function () {
           }
           setImmediate(busy);
         };
-        process.stdin.on('data', () => { console.log(JSON.stringify({ n, turns: stats().turns })); process.exit(0); });
+        process.stdin.on('data', () => { console.log(JSON.stringify({ n, turns: stats().chunksTaken })); process.exit(0); });
         busy();
         console.log('ready ' + process.pid);
       `;

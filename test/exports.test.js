@@ -188,7 +188,7 @@ describe('the packed tarball: customlabels/otel', function () {
     assert.equal(fs.existsSync(path.join(app, 'node_modules', '@opentelemetry')), false, 'an optional peer is not installed');
     // Read through the installed copy's own addon (the prebuilt one).
     const reader = `
-      const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'native.js'));
+      const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'internals.js')).addon;
       const tls = { published: () => { const p = native.binding.readPublished(); return p && Object.fromEntries(p.map(([k, v]) => [String(k), String(v)])); } };
     `;
     const probe = `${reader}

@@ -14,14 +14,15 @@ const { execFileSync } = require('node:child_process');
 
 const root = path.resolve(__dirname, '..');
 
-// The one place this test reaches inside lib/; it runs in the child before
-// customlabels is loaded.  It wraps what lib/context.js takes from
-// lib/native.js when it loads: `slot` (a BigUint64Array over the thread's
+// The one place this test reaches inside lib/ (through lib/internals.js);
+// it runs in the child before customlabels is loaded.  It wraps what
+// lib/context/hooks.js and the rest of lib/ take from the addon loader when
+// they load: `slot` (a BigUint64Array over the thread's
 // custom_labels_current_set, where every store publishes a set) and the
 // addon's functions, in counters.  Where lib/ is cut differently, this is
 // what to re-point: a scenario that must store then counts none, and fails.
 function countStoresAndCalls(root) {
-  const native = require(`${root}/lib/native`);
+  const native = require(`${root}/lib/internals`).addon;
   const counts = { stores: 0, calls: {} };
   const slot = native.slot;
   native.slot = new Proxy(slot, {
@@ -109,7 +110,7 @@ describe('async hops: stores into the published pointer and calls into the addon
   it('stores twice per await inside withLabels, and calls nothing per hop', () => {
     // In and out of withLabels (2), then each resumption: the set in
     // `before`, NULL back in `after`.
-    assert.ok(got.awaitInside.stores > 0, 'no store counted: lib/ no longer takes `slot` from lib/native.js; re-point countStoresAndCalls()');
+    assert.ok(got.awaitInside.stores > 0, 'no store counted: lib/ no longer takes `slot` from lib/addon.js; re-point countStoresAndCalls()');
     assert.equal(got.awaitInside.stores, 2 * N + 2);
     callsAtMost('awaitInside', 1);
   });

@@ -18,7 +18,7 @@ describe('memory', () => {
     // read natively from the TLS slot.
     const out = child(`
       const { withLabels } = require(${JSON.stringify(root)});
-      const { stats } = require(${JSON.stringify(root + '/lib/arena.js')});
+      const { arenaStats: stats } = require(${JSON.stringify(root + '/lib/internals')});
       const tls = require(${JSON.stringify(helper)});
       const ticks = [];
       const addresses = new Set();
@@ -36,7 +36,7 @@ describe('memory', () => {
           withLabels({ route: '/r' + (made % 20), user: 'u' + (made % 1000), trace: 't' + made.toString(16).padStart(31, '0') }, () => {});
         }
         if (ticks.length < 20) setImmediate(churn);
-        else console.log(JSON.stringify({ ticks, addresses: addresses.size, made, turns: stats().turns, arena: stats().arenaBytes }));
+        else console.log(JSON.stringify({ ticks, addresses: addresses.size, made, turns: stats().chunksTaken, arena: stats().arenaBytes }));
       };
       setImmediate(churn);
     `);
@@ -54,7 +54,7 @@ describe('memory', () => {
     // area must stop at its size, while the ring turns over under it.
     const out = child(`
       const { withLabels } = require(${JSON.stringify(root)});
-      const { stats } = require(${JSON.stringify(root + '/lib/arena.js')});
+      const { arenaStats: stats } = require(${JSON.stringify(root + '/lib/internals')});
       const tls = require(${JSON.stringify(helper)});
       const wrong = [];
       const keyOf = (i) => 'k' + String(i).padStart(24, '0');
@@ -69,7 +69,7 @@ describe('memory', () => {
       }
       for (let i = 0; i < 100000; i++) withLabels({ trace: 't' + i.toString(16).padStart(31, '0') }, () => {});
       check({ [keyOf(0)]: 'first', [keyOf(3999)]: 'last', brandNew: 'after the area filled' });
-      console.log(JSON.stringify({ wrong, areas, turns: stats().turns, chunkBytes: stats().chunkBytes }));
+      console.log(JSON.stringify({ wrong, areas, turns: stats().chunksTaken, chunkBytes: stats().chunkBytes }));
     `);
     assert.deepEqual(out.wrong, []);
     assert.equal(out.areas[0], 101 * 25 + 'user'.length, 'each key is written once');
@@ -87,7 +87,7 @@ describe('memory', () => {
       let stats = () => null;
       if (${JSON.stringify(variant)} === 'labels') {
         run = require(${JSON.stringify(root)}).withLabels;
-        stats = require(${JSON.stringify(root + '/lib/arena.js')}).stats;
+        stats = require(${JSON.stringify(root + '/lib/internals')}).arenaStats;
       } else {
         const als = new AsyncLocalStorage();
         run = (labels, fn) => als.run(labels, fn);
@@ -130,7 +130,7 @@ describe('memory', () => {
     // writer, or none where WebAssembly writes sets: lib/setwriter.js).
     const out = child(`
       // The addon's exports are read-only: lib/ gets a counting copy.
-      const native = require(${JSON.stringify(root + '/lib/native')});
+      const native = require(${JSON.stringify(root + '/lib/internals')}).addon;
       const real = native.binding;
       const calls = {};
       native.binding = {};
@@ -147,7 +147,7 @@ describe('memory', () => {
           for (let i = 0; i < 1000; i++) { await null; await new Promise((r) => setImmediate(r)); }
         });
         for (let i = 0; i < 1000; i++) await null;
-        const wasm = require(${JSON.stringify(root + '/lib/setwriter')}).available;
+        const wasm = require(${JSON.stringify(root + '/lib/internals')}).setwriter.available;
         console.log(JSON.stringify({ before, after: JSON.stringify(calls), wasm }));
       })();
     `);

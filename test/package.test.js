@@ -103,10 +103,10 @@ describe('the packed tarball', function () {
     assert.equal(fs.existsSync(path.join(installed, 'build')), false, 'the install built from source');
     const script = `
       const { withLabels, supported } = require(${JSON.stringify(installed)});
-      const native = require(${JSON.stringify(path.join(installed, 'lib', 'native'))});
+      const native = require(${JSON.stringify(path.join(installed, 'lib', 'internals'))}).addon;
       const read = () => native.binding.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
       const inside = withLabels({ route: '/checkout', user: '42' }, read);
-      const writer = require(${JSON.stringify(path.join(installed, 'lib', 'setwriter'))});
+      const writer = require(${JSON.stringify(path.join(installed, 'lib', 'internals'))}).setwriter;
       console.log(JSON.stringify({ supported, file: native.file, inside, after: read(), wasm: writer.write !== null }));
     `;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PATH: bare } }));
@@ -135,7 +135,7 @@ describe('the packed tarball', function () {
     assert.ok(fs.existsSync(path.join(copy, 'build', 'Release', 'customlabels.node')), 'nothing was built');
     const script = `
       const { withLabels } = require(${JSON.stringify(copy)});
-      const native = require(${JSON.stringify(path.join(copy, 'lib', 'native'))});
+      const native = require(${JSON.stringify(path.join(copy, 'lib', 'internals'))}).addon;
       console.log(JSON.stringify({ file: native.file, seen: withLabels({ built: 'here' }, () => native.binding.readPublished().length) }));
     `;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
@@ -226,7 +226,7 @@ describe('the packed tarball', function () {
       const { Worker, isMainThread, parentPort } = require('node:worker_threads');
       function load() {
         const { withLabels, getLabels, supported } = require('customlabels');
-        const native = require(path.join(path.dirname(require.resolve('customlabels')), 'native.js'));
+        const native = require(path.join(path.dirname(require.resolve('customlabels')), 'internals.js')).addon;
         const read = () => native.binding?.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
         return withLabels({ route: '/r' }, () => ({ supported, labels: getLabels(), published: read(), file: native.file }));
       }
@@ -325,7 +325,7 @@ describe('the packed tarball', function () {
     function publishes(cwd) {
       const script = `
         const { withLabels } = require('customlabels');
-        const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'native.js'));
+        const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'internals.js')).addon;
         console.log(JSON.stringify({ file: native.file, seen: withLabels({ r: '1' }, () => native.binding?.readPublished()?.length ?? null) }));
       `;
       return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd, encoding: 'utf8' }));

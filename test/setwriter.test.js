@@ -6,9 +6,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { withLabels, limits } = require('..');
-const { binding } = require('../lib/native');
-const setwriter = require('../lib/setwriter');
-const { ring, addressOf } = require('../lib/arena');
+const { binding, setwriter, arena } = require('../lib/internals');
 const { freeBlock } = require('./helpers/block');
 const needs = require('./helpers/needs');
 
@@ -50,16 +48,14 @@ describe('the WebAssembly set writer', () => {
     // two writers' sets sit side by side in the same arena.
     const script = `
       const { withLabels } = require(${JSON.stringify(root)});
-      const { binding } = require(${JSON.stringify(root + '/lib/native')});
-      const { ring, addressOf } = require(${JSON.stringify(root + '/lib/arena')});
-      const setwriter = require(${JSON.stringify(root + '/lib/setwriter')});
+      const { binding, arena, addressOf, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
       const LAYOUT = binding.layout;
       let wasmWrites = 0;
       function raw() {
         const base = BigInt(addressOf(0));
         const address = BigInt(binding.publishedAddress());
         if (address === 0n) return null;
-        const view = Buffer.from(ring.bytes.buffer);
+        const view = Buffer.from(arena.bytes.buffer);
         const u64 = (a) => view.readBigUInt64LE(Number(a - base));
         const rel = (a) => Number(a - base);
         const storage = u64(address + BigInt(LAYOUT.setStorage));
@@ -114,7 +110,7 @@ describe('the WebAssembly set writer', () => {
     assert.equal(Buffer.from(wasm.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
   });
 
-  it('writes a set only inside the block it is given, and only what lib/encode.js would pass', function () {
+  it('writes a set only inside the block it is given, and only what lib/abi.js would pass', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
     if (setwriter.write === null) addonWrites(this);
     const write = (offset, end, ...labels) => {
@@ -123,9 +119,9 @@ describe('the WebAssembly set writer', () => {
       return setwriter.write(...args);
     };
     const layout = binding.layout;
-    const bytes = ring.bytes;
+    const bytes = arena.bytes;
     // A key in the key area, past the keys in use: nothing points there.
-    const key = ring.keys;
+    const key = arena.keyEnd;
     bytes[key] = 'k'.charCodeAt(0);
     const place = key * 64 + 1;
     const size = 24 + 32 + 5;
@@ -168,7 +164,7 @@ describe('the WebAssembly set writer', () => {
   it('writes what the addon writes, byte for byte and refusal for refusal, over random sets', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
     if (setwriter.write === null) addonWrites(this);
-    // Random sets of the kind lib/encode.js passes (keys in the key area,
+    // Random sets of the kind lib/abi.js passes (keys in the key area,
     // values that are strings within the limits, mostly ASCII), in blocks
     // that fit, are too short or too long, each written by both writers
     // into the same block, from the same fill: the results and every byte
@@ -196,9 +192,9 @@ describe('the WebAssembly set writer', () => {
       return (seed >>> 0) % n;
     };
     // Keys written past the keys in use, in the key area: nothing points there.
-    const bytes = ring.bytes;
+    const bytes = arena.bytes;
     const keys = [];
-    for (let at = ring.keys, i = 0; i < 12; i++) {
+    for (let at = arena.keyEnd, i = 0; i < 12; i++) {
       const length = 1 + random(limits.maxKeyBytes);
       for (let j = 0; j < length; j++) bytes[at + j] = 97 + random(26);
       keys.push(at * 64 + length);
@@ -250,8 +246,7 @@ describe('the WebAssembly set writer', () => {
     const out = child(`
       WebAssembly.Instance = function () { throw new RangeError('WebAssembly.Instance(): Out of memory'); };
       const { withLabels } = require(${JSON.stringify(root)});
-      const { binding } = require(${JSON.stringify(root + '/lib/native')});
-      const setwriter = require(${JSON.stringify(root + '/lib/setwriter')});
+      const { binding, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
       const read = (labels) => withLabels(labels, () => binding.readPublished().map(([k, v]) => k + '=' + v));
       console.log(JSON.stringify({ before: setwriter.available, published: [read({ a: 'b' }), read({ route: '/x', trace: 't1' })],
         after: setwriter.available, reason: setwriter.reason, write: setwriter.write }));
@@ -276,15 +271,13 @@ describe('the WebAssembly set writer', () => {
     // 32-bit halves.  Pretend the arena starts 4 KiB below a boundary: a set
     // made (never published) past that point must have the next upper half.
     const out = child(`
-      const { derive, EMPTY } = require(${JSON.stringify(root + '/lib/labelset')});
-      const { ring } = require(${JSON.stringify(root + '/lib/arena')});
+      const { labelset: { derive, EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
       derive(EMPTY, { first: 'set' }, 'test'); // the arena is made
-      ring.baseLow = 0xfffff000;
-      ring.baseHigh = 0x7f00;
-      ring.cursor = Math.max(ring.cursor, 0x2000);
+      arena.base = 0x7f00fffff000n;
+      arena.cursor = Math.max(arena.cursor, 0x2000);
       const set = derive(EMPTY, { 'clé': 'välue' }, 'test');
       const w = set.offset >> 2;
-      console.log(JSON.stringify({ offset: set.offset, storage: [ring.words[w], ring.words[w + 1]], key: [ring.words[w + 8], ring.words[w + 9]] }));
+      console.log(JSON.stringify({ offset: set.offset, storage: [arena.words[w], arena.words[w + 1]], key: [arena.words[w + 8], arena.words[w + 9]] }));
     `);
     assert.ok(out.offset >= 0x1000);
     assert.deepEqual(out.storage, [(0xfffff000 + out.offset + 24) - 2 ** 32, 0x7f01]);

@@ -19,7 +19,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
-const native = require('../lib/native');
+const native = require('../lib/internals').addon;
 const needs = require('./helpers/needs');
 const { threadPointerAddon } = require('./helpers/descriptor');
 
@@ -84,7 +84,7 @@ function mappings() {
 // the addon says it publishes there.  Also run in a worker (as source).
 function probe(tpAddon, arg) {
   const fs = require('node:fs');
-  const { binding } = require(`${ROOT}/lib/native`);
+  const { binding } = require(`${ROOT}/lib/internals`);
   const tp = require(tpAddon).threadPointer();
   const fd = fs.openSync('/proc/self/mem', 'r');
   const word = () => {
@@ -274,7 +274,7 @@ describe('static TLS in a pool of workers that come and go', function () {
       const { Worker } = require('node:worker_threads');
       const worker = \`
         const { withLabels } = require(${JSON.stringify(ROOT)});
-        const { binding } = require(${JSON.stringify(path.join(ROOT, 'lib', 'native'))});
+        const { binding } = require(${JSON.stringify(path.join(ROOT, 'lib', 'internals'))});
         withLabels({ still: 'published' }, () => console.log(JSON.stringify(binding.readPublished().map((pair) => pair.map(String)))));
       \`;
       const run = () => new Promise((resolve) => new Worker(worker, { eval: true }).once('exit', resolve));

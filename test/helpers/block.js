@@ -3,7 +3,7 @@
 // (the addon's, test/api.test.js; the WebAssembly one,
 // test/setwriter.test.js) on what it may and may not write.
 const assert = require('node:assert/strict');
-const { ring, addressOf } = require('../../lib/arena');
+const { arena, addressOf } = require('../../lib/internals');
 
 const FILL = 0xaa;
 
@@ -11,8 +11,8 @@ const FILL = 0xaa;
 // published, and the cursor stays where it is.  `guard` bytes on each side
 // are watched too.
 function freeBlock(size, guard = 64) {
-  const bytes = ring.bytes;
-  const offset = (ring.cursor + 64) & ~7;
+  const bytes = arena.bytes;
+  const offset = (arena.cursor + 64) & ~7;
   const block = {
     offset,
     size,

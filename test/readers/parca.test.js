@@ -30,7 +30,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
-const native = require('../../lib/native');
+const native = require('../../lib/internals').addon;
 const { threadPointerAddon, descriptor } = require('../helpers/descriptor');
 const needs = require('../helpers/needs');
 const { forEachPath, step, firstWins, lastWins, harness } = require('./support/paths');
@@ -180,7 +180,7 @@ describe('readers: Parca Agent (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e, 
 // publishes.  Also run in a worker (as source).
 async function probe(tpAddon, arg, root) {
   const fs = require('node:fs');
-  const { binding } = require(`${root}/lib/native`);
+  const { binding } = require(`${root}/lib/internals`);
   const { withLabels } = require(root);
   const tp = require(tpAddon).threadPointer();
   const fd = fs.openSync('/proc/self/mem', 'r');
@@ -281,7 +281,7 @@ describe("Parca Agent's address holds the published pointer (no ptrace)", functi
     console.log(`      ${process.arch}, Node ${process.version}: Parca Agent reads ${copy.delta} bytes past the slot`);
     assert.equal(copy.reason, null, `the addon keeps no copy: ${copy.reason}`);
     assert.equal(copy.buffer === null, process.arch !== 'arm64', 'a copy on aarch64 only');
-    assert.equal(native.copy === null, process.arch !== 'arm64', 'lib/native.js writes it on aarch64 only');
+    assert.equal(native.parcaSlot === null, process.arch !== 'arm64', 'lib/addon.js gives a view of it on aarch64 only');
   });
 
   it('in the main thread, at each change of set and in async continuations', async function () {

@@ -30,7 +30,7 @@ const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || pro
 const SPAN = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', flags: 1 };
 const RESOURCE = { 'service.name': 'readers', 'deployment.environment.name': 'test' };
 
-// UTF-8 byte lengths at the package's limits (lib/limits.js: 10 labels,
+// UTF-8 byte lengths at the package's limits (lib/checks.js: 10 labels,
 // keys of 25 bytes, values of 53), which are the cut-offs of Parca's reader.
 const key25 = (i) => `${'é'.repeat(11)}k${String(i).padStart(2, '0')}`; // 22 + 3 bytes
 const val53 = (i) => `${'€'.repeat(17)}${String(i).padStart(2, '0')}`; // 51 + 2 bytes

@@ -1,6 +1,9 @@
 'use strict';
-// Following the work: which label set is current, and keeping this thread's
-// custom_labels_current_set equal to it whenever JavaScript runs.
+// Following the context with async hooks: which label set is current, and
+// keeping this thread's custom_labels_current_set equal to it whenever
+// JavaScript runs.  One mechanism of following the context; lib/index.js
+// chooses it, and every mechanism offers the same run, enter, store,
+// current and state.
 //
 // The current set is the store of a private AsyncLocalStorage.  `installed`
 // mirrors what the thread's slot holds.  Hooks at every async boundary
@@ -13,13 +16,13 @@
 // set again first.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
-const { usesAsyncContextFrame, canSkipPromises } = require('./mechanism');
 const v8 = require('node:v8');
-const { slot, copy, otelSlot, otelEnabled } = require('./native');
-const { threadContext, turnOn } = require('./record');
-const { EMPTY } = require('./labelset');
-const { setPinned } = require('./arena');
-const { encode } = require('./encode');
+const { usesAsyncContextFrame, canSkipPromises } = require('../platform');
+const { slot, parcaSlot, otelSlot } = require('../addon');
+const { recordsOn } = require('../record');
+const { EMPTY } = require('../labelset');
+const { setPinned } = require('../arena');
+const { encode } = require('../abi');
 
 const storage = new AsyncLocalStorage();
 
@@ -33,36 +36,37 @@ const saved = [];
 let depth = 0;
 
 // The arena never reuses the chunk of the published set.
-setPinned(() => (installed === undefined ? -1 : installed.fill.chunk));
+setPinned(() => (installed === undefined ? -1 : installed.generation.chunk));
 
 // Publishing an address: one aligned 8-byte store into the slot, chosen
-// once.  On aarch64, where Parca Agent reads a copy beside the slot
-// (lib/native.js), the copy is written first: a reader that interrupts the
-// hop finds the new address in the copy whenever it finds it in the slot.
-const publish = copy === null
+// once.  On aarch64, where Parca Agent reads its own place beside the slot
+// (lib/addon.js), that place is written first: a reader that interrupts the
+// hop finds the new address there whenever it finds it in the slot.
+const publish = parcaSlot === null
   ? (word) => { slot[0] = word; }
-  : (word) => { copy[0] = word; slot[0] = word; };
+  : (word) => { parcaSlot[0] = word; slot[0] = word; };
 
 function install(set) {
-  // Another thread enabled the thread context: from this hop on, this one
-  // publishes records too (every set is written again, record and all).
-  if (!threadContext.on && otelEnabled[0] !== 0) turnOn();
+  // Once any thread enabled the thread context, this one publishes records
+  // too (recordsOn() turns them on here the first time it sees that: every
+  // set is written again, record and all).
+  const records = recordsOn();
   if (set === undefined) {
     installed = undefined;
     publish(0n);
-    if (threadContext.on) otelSlot[0] = 0n;
+    if (records) otelSlot[0] = 0n;
     return;
   }
   // A stale set is written again before it is published: never a pointer
   // into a chunk that was reused.
-  if (!set.fill.live) encode(set, 'customlabels');
+  if (!set.generation.live) encode(set);
   installed = set;
   // The address was made when the set was written, so a hop allocates
   // nothing and does no arithmetic, in every tier of V8.  The two stores
   // need no order between them: each pointer is read on its own, and both
   // point at bytes that were written before either store.
   publish(set.word);
-  if (threadContext.on) otelSlot[0] = set.record;
+  if (records) otelSlot[0] = set.record;
 }
 
 function before() {

@@ -18,7 +18,7 @@ const path = require('node:path');
 
 const KEY = Symbol.for('customlabels.owner');
 // What copies must agree on to share: the Custom Label ABI v1 layout, the
-// arena's ring (lib/arena.js) and the label-set rules (lib/labelset.js).
+// arena (lib/arena.js) and the label-set rules (lib/labelset.js).
 // Raise it when any of them changes in a way an older copy would misread.
 const PROTOCOL = 1;
 const ROOT = path.resolve(__dirname, '..');

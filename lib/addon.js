@@ -1,0 +1,245 @@
+'use strict';
+// The addon loader: finds customlabels.node, loads it so that every copy of
+// the package shares one custom_labels_current_set, checks that it agrees
+// with lib/ on the ABI's layout, and gives the rest of lib/ typed-array
+// views of the thread-locals it publishes through (the slot, Parca Agent's
+// place on aarch64, otel_thread_ctx_v1, and the process-wide word that says
+// whether the thread context is on).  Says so, once, where labels could be
+// published but are not, and where what loaded cannot be read as a reader
+// expects.  Everything here is per thread: each worker loads its own copy
+// of this module and gets its own binding instance, slot and arena.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { getEnvironmentData, setEnvironmentData, threadId, isMainThread } = require('node:worker_threads');
+const { conflict } = require('./copies');
+const { unsupportedReason } = require('./platform');
+const { LIMITS } = require('./checks');
+
+// What the addon must agree on with lib/: the ABI's layout (lib/abi.js
+// writes it, lib/setwriter.wasm too), the alignment of every block
+// (lib/abi.js), the most labels a set holds (src/addon.c writeSet takes
+// twice that many strings), and the OTEP 4947 record header that
+// lib/record.js writes field by field.  The sizes lib/ takes from the addon
+// (the arena's, the record's largest) are checked against each other and
+// the label limits in layoutMismatch().
+const LAYOUT = {
+  maxLabels: LIMITS.maxLabels,
+  pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
+  align: 8, otelRecordHeader: 28,
+};
+
+const ROOT = path.join(__dirname, '..');
+
+// The addon's file: build/Release/customlabels.node when it was built from
+// source (a git checkout, or no prebuilt addon fitted), else the prebuilt
+// one for this platform, prebuilds/linux-<arch>/customlabels.node.
+// node-gyp-build makes that choice, as it did at install time.  Every file
+// name ends in customlabels.node: that is how readers recognise the module.
+function addonPath() {
+  return require('node-gyp-build').path(ROOT);
+}
+
+// Loads the addon as require() would, but with RTLD_GLOBAL, so that its
+// custom_labels_current_set joins the process's global scope.  Any other
+// copy of this package loaded later (npm installs two when two dependencies
+// want different versions) then binds its relocation to this same variable:
+// one variable per thread, whichever copy a profiler reads (src/peers.c).
+function dlopen(file) {
+  const module = { exports: {} };
+  const { RTLD_NOW, RTLD_GLOBAL } = os.constants.dlopen;
+  process.dlopen(module, file, RTLD_NOW | RTLD_GLOBAL);
+  return module.exports;
+}
+
+// What disagrees between the addon's layout and lib/'s, or null.
+function layoutMismatch(layout) {
+  for (const [name, value] of Object.entries(LAYOUT)) {
+    if (layout[name] !== value) return `${name} is ${layout[name]}, not ${value}`;
+  }
+  // The key area is the arena's last chunk (lib/arena.js), and the
+  // addon's writer reads no string longer than maxStringUnits.
+  if (layout.keyArea !== layout.arenaBytes - layout.chunkBytes ||
+      layout.arenaBytes !== layout.arenaChunks * layout.chunkBytes) {
+    return `the key area at ${layout.keyArea} is not the last of ${layout.arenaChunks} chunks of ${layout.chunkBytes} bytes`;
+  }
+  if (LIMITS.maxKeyBytes > layout.maxStringUnits || LIMITS.maxValueBytes > layout.maxStringUnits) {
+    return `maxStringUnits is ${layout.maxStringUnits}, below the label limits`;
+  }
+  // A record holds at most maxLabels attributes of a one-byte key index, a
+  // one-byte length and the value (lib/record.js).
+  const record = layout.otelRecordHeader + LIMITS.maxLabels * (2 + LIMITS.maxValueBytes);
+  if (record > layout.otelRecordMax || LIMITS.maxValueBytes > 255) {
+    return `a record of the largest set would take ${record} bytes, more than otelRecordMax ${layout.otelRecordMax}`;
+  }
+  return null;
+}
+
+// Copies that were loaded before this one without RTLD_GLOBAL (an older
+// release) keep a variable of their own: say so, naming both files.
+function checkPeers(binding, file) {
+  for (const [other, shared] of binding.peers()) {
+    if (shared) continue;
+    process.emitWarning(
+      `${other} defines its own custom_labels_current_set, apart from ${file}: ` +
+      'labels set through one copy of customlabels are invisible to a profiler that reads the other. ' +
+      'Install a single copy (npm ls customlabels shows who needs which; npm dedupe), ' +
+      'or make every copy a release that shares the variable.',
+      { code: 'CUSTOMLABELS_TWO_VARIABLES' });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Where the platform supports the Custom Label ABI (lib/platform.js) and no
+// addon loaded.  That is what an install looks like where npm did not run
+// the package's install script and no prebuilt addon fits (a glibc older
+// than 2.28, a prebuilt file removed): npm skips a dependency's install
+// script when the project's package.json denies it in allowScripts, with
+// --ignore-scripts, and, as npm's docs announce, by default until the
+// project approves it.  The API still works, but no profiler sees a label:
+// the warning names the fix.
+//
+// A bundler (esbuild, webpack, Rollup, ncc) that inlines the package also
+// ends here, with another fix: the bundle cannot carry the addon, and the
+// loader looks for it beside the bundle's folder instead of the package's.
+// Approving and rebuilding there would change nothing, so the warning says
+// to mark the package external instead.
+//
+// Once per process, not once per worker: the thread that warns marks it in
+// its worker environment data, which every worker it starts afterwards
+// inherits (and passes on to its own).  Workers started before that, by a
+// thread that had not loaded customlabels, each warn once.
+
+const NO_ADDON = 'CUSTOMLABELS_NO_ADDON';
+const NO_ADDON_WARNED = 'customlabels.noAddonWarned';
+
+const EXTERNAL = 'esbuild: --external:customlabels; webpack: externals: { customlabels: \'commonjs customlabels\' }; ' +
+  'Rollup: external: [\'customlabels\']; ncc: -e customlabels';
+
+// The file this code runs from when a bundler inlined it, else null.  In
+// the package, this file is lib/addon.js and the folder above it holds
+// the package's own package.json; a bundler puts the code into a file of
+// its own, whose folder's parent holds the application's package.json or
+// none (esbuild and webpack leave __filename and __dirname to Node, so they
+// name the bundle).
+function bundledInto() {
+  if (path.basename(__filename) !== 'addon.js') return __filename;
+  try {
+    const own = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+    return own.name === 'customlabels' ? null : __filename;
+  } catch {
+    return __filename;
+  }
+}
+
+// `why`: what the loader said, first line only (node-gyp-build lists every
+// place it looked on the lines after).
+function warnNoAddon(why) {
+  if (getEnvironmentData(NO_ADDON_WARNED) === true) return;
+  setEnvironmentData(NO_ADDON_WARNED, true);
+  if (bundledInto() !== null) {
+    process.emitWarning(
+      `customlabels publishes no labels: ${why.split('\n')[0]}. ` +
+      `Mark customlabels as external in the bundler (${EXTERNAL}), ` +
+      'so that the bundle requires it from node_modules, and ship node_modules/customlabels with the bundle.',
+      { code: NO_ADDON });
+    return;
+  }
+  process.emitWarning(
+    `customlabels publishes no labels: ${why.split('\n')[0]}. ` +
+    'The package\'s install script builds the addon where no prebuilt one fits; it did not run or failed. ' +
+    'Approve it with `npm install-scripts approve customlabels`, then run it with `npm rebuild customlabels` ' +
+    `(or build in place: cd ${ROOT} && npx node-gyp rebuild; it needs a C compiler, make and Python).`,
+    { code: NO_ADDON });
+}
+
+// Where the platform could publish but this addon cannot: said once per
+// process, since nothing else would show it.
+function noAddon(reason) {
+  warnNoAddon(reason);
+  return { binding: null, reason };
+}
+
+// ---------------------------------------------------------------------------
+
+function load() {
+  // A copy that may not share this thread's labels must not write the
+  // variable the first copy publishes through (lib/copies.js).
+  if (conflict !== null) return { binding: null, reason: conflict };
+  const unsupported = unsupportedReason();
+  if (unsupported !== null) return { binding: null, reason: unsupported };
+  let file;
+  let binding;
+  try {
+    file = addonPath();
+    binding = dlopen(file);
+  } catch (err) {
+    const bundle = bundledInto();
+    return noAddon(bundle === null ? `the native addon did not load: ${err.message}`
+      : `it was bundled into ${bundle}, and a bundle cannot carry its native addon`);
+  }
+  const mismatch = layoutMismatch(binding.layout);
+  if (mismatch !== null) return noAddon(`unexpected ABI layout: ${mismatch}`);
+  return { binding, file, reason: null };
+}
+
+const { binding, file, reason } = load();
+if (binding) checkPeers(binding, file);
+
+// Readers outside the process tell this thread from the others by Node's
+// threadId, which Node 20 and 22 do not put in the thread's name
+// (src/abi.c cl_thread_mark).
+if (binding) binding.markThread(threadId);
+
+// glibc puts a dlopen()ed module in static TLS only while its surplus for
+// such modules lasts; past that, in dynamic TLS, where eBPF profilers read
+// garbage instead of the labels and nothing else would show it.  The
+// module stays loaded for the life of the process (src/abi.c), so where it
+// lands does not change: the first thread in the process to load it says
+// so, once.
+const tls = binding ? binding.tls() : null;
+if (tls !== null && tls.warn) {
+  process.emitWarning(
+    `${file} is in dynamic TLS: eBPF profilers cannot read its labels, which the package still publishes for ` +
+    'readers that use the thread\'s DTV (customlabels-dump, gdb). glibc ran out of the static TLS it keeps for ' +
+    'dlopen()ed modules. Require customlabels early, before other native modules that use thread-locals, ' +
+    'or start Node with more of that surplus, e.g. GLIBC_TUNABLES=glibc.rtld.optional_static_tls=2048 (glibc 2.32 and later).',
+    { code: 'CUSTOMLABELS_DYNAMIC_TLS' });
+}
+
+// Writing slot[0] is how a set is published: one aligned 8-byte store of the
+// set's address into this thread's custom_labels_current_set, with no native
+// call.  The address travels as a 64-bit integer (a BigInt), never as a
+// double: a double with a pointer's bits is subnormal, and a thread whose
+// floating-point unit flushes subnormals to zero (FTZ/DAZ on x86-64, FPCR.FZ
+// on aarch64, set by any library built with -ffast-math) could turn it into
+// 0 on the way and publish NULL.  Where there is no addon, the slot is
+// ordinary memory.
+const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
+
+// Parca Agent reads the pointer elsewhere on aarch64 (src/parca.c): there,
+// `parcaSlot` is an 8-byte BigUint64Array over the place it reads, in this
+// module's TLS block, that lib/context/hooks.js keeps equal to the slot;
+// null where Parca Agent reads the slot itself (x86-64).  Where the place
+// is not ours to write, the main thread says so once: every thread gets the
+// same answer, from the same executable and module.
+const parca = binding ? binding.parcaCopy() : { buffer: null, reason: null };
+const parcaSlot = parca.buffer === null ? null : new BigUint64Array(parca.buffer);
+if (parca.reason !== null && isMainThread) {
+  process.emitWarning(
+    `Parca Agent will read no labels from this process: on arm64 it reads custom_labels_current_set ` +
+    `at the executable's TLS block plus the variable's TLS offset, not at the thread pointer plus that offset, ` +
+    `and customlabels cannot keep a copy of the pointer there, because ${parca.reason}. ` +
+    'Other profilers are not affected.',
+    { code: 'CUSTOMLABELS_PARCA_ARM64' });
+}
+
+// The same for OTEP 4947's otel_thread_ctx_v1 (lib/record.js), and the
+// process-wide word that says whether the thread context is on: non-zero
+// once any thread of the process enabled it.
+const otelSlot = new BigUint64Array(binding ? binding.otelSlot() : new ArrayBuffer(8));
+const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayBuffer(4));
+
+module.exports = { binding, file: file ?? null, reason, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT };

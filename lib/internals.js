@@ -1,0 +1,62 @@
+'use strict';
+// NOT PUBLIC API.  The one place where this repository's tests and
+// benchmarks look inside lib/: the addon and its views of the thread-locals,
+// the arena, the context mechanism's state, the WebAssembly writer, the
+// layout.  The package's "exports" does not offer this file, and anything
+// here may change in any release; applications use lib/index.js and
+// lib/otel.js only.  Tests require this file rather than the files behind
+// it, so that lib/ can be cut differently without touching them.
+//
+// Every entry is a getter that loads what it names when it is first read:
+// requiring this file loads nothing.  So a test can replace what the loader
+// exports (`addon.slot`, `addon.binding`) with counting copies before the
+// rest of lib/ loads and takes them, as test/hops.test.js and
+// test/memory.test.js do.
+
+module.exports = {
+  // The loader's exports: binding (the addon instance of this thread, or
+  // null), file, reason, slot (custom_labels_current_set), parcaSlot (Parca
+  // Agent's place on aarch64, or null), otelSlot (otel_thread_ctx_v1),
+  // otelEnabled, and LAYOUT (what lib/ expects of binding.layout).
+  get addon() {
+    return require('./addon');
+  },
+  get binding() {
+    return require('./addon').binding;
+  },
+  get LAYOUT() {
+    return require('./addon').LAYOUT;
+  },
+  // The arena's state (bytes, words, base, cursor, keyEnd, chunksTaken...),
+  // which a test may read, and, in a child process of its own, change.
+  get arena() {
+    return require('./arena').arena;
+  },
+  // The address of an arena offset, as a number.
+  get addressOf() {
+    return require('./arena').addressOf;
+  },
+  // { arenaBytes, chunks, chunkBytes, keyBytes, chunksTaken, chunk, used }.
+  get arenaStats() {
+    return require('./arena').stats;
+  },
+  // The mechanism lib/index.js follows the context with: state() gives
+  // { mechanism, installed (the published LabelSet), depth }.
+  get context() {
+    return require('./context/hooks');
+  },
+  // The WebAssembly set writer: available, reason, write.
+  get setwriter() {
+    return require('./setwriter');
+  },
+  // derive(parent, labels, who) and EMPTY: making sets without running
+  // anything in them.
+  get labelset() {
+    return require('./labelset');
+  },
+  // The probes of this Node's async-context machinery (no addon loaded):
+  // usesAsyncContextFrame(), canSkipPromises().
+  get platform() {
+    return require('./platform');
+  },
+};
