@@ -11,7 +11,7 @@
  *   offset  0  otel_thread_ctx_v1         (8 bytes, exported)
  *   offset  8  custom_labels_current_set  (8 bytes, exported)
  *   aarch64 only: offsets 16 to 48, room for the second copy of the pointer
- *   that Parca Agent reads (src/parca.c says where and why).
+ *   that Parca Agent reads (src/arch_aarch64.c says where and why).
  *
  * On x86-64 the block is the 16 bytes, in the order, that the compiler gave
  * the two variables before.
@@ -124,20 +124,10 @@ bool cl_stay_loaded(void) {
  */
 bool cl_static_tls(long *offset) {
   uintptr_t slot = (uintptr_t)cl_slot(); /* resolves the descriptor, if lazily bound */
-  const uintptr_t *descriptor;
   uintptr_t tp;
-#if defined(__x86_64__)
-  __asm__("lea custom_labels_current_set@TLSDESC(%%rip), %0" : "=a"(descriptor));
-  __asm__("mov %%fs:0, %0" : "=r"(tp));
-#elif defined(__aarch64__)
-  __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
-          "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"
-          : "=r"(descriptor));
-  tp = (uintptr_t)__builtin_thread_pointer();
-#endif
-  uintptr_t arg = __atomic_load_n(&descriptor[1], __ATOMIC_RELAXED);
-  *offset = (long)arg;
-  return tp + arg == slot;
+  uintptr_t word = cl_slot_descriptor_word(&tp);
+  *offset = (long)word;
+  return tp + word == slot;
 }
 
 /*

@@ -33,7 +33,7 @@ typedef struct {
   napi_ref adopted;
   uint32_t request[CL_REQUEST_WORDS];
   /* Where Parca Agent reads this thread's pointer, when that is not the
-   * slot (src/parca.c), or NULL; cleared with the slot at teardown. */
+   * slot (src/arch_aarch64.c), or NULL; cleared with the slot at teardown. */
   custom_labels_labelset_t **copy;
   long copy_delta;
   char copy_why[200];
@@ -87,7 +87,7 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
 
 /*
  * parcaCopy(): { buffer, delta, reason } for Parca Agent's place
- * (src/parca.c): buffer, an 8-byte ArrayBuffer over the copy, or null where
+ * (src/arch_aarch64.c): buffer, an 8-byte ArrayBuffer over the copy, or null where
  * none is kept; delta, its distance from the slot (0 where Parca Agent
  * reads the slot, -1 where it could not be told); reason, null where
  * Parca Agent is served, else why not.

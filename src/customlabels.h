@@ -45,7 +45,10 @@ custom_labels_labelset_t **cl_slot(void);
  * The module's TLS block, laid out in src/abi.c: otel_thread_ctx_v1 at 0,
  * custom_labels_current_set at CL_TLS_SLOT, and on aarch64 room from
  * CL_TLS_COPY_FIRST to the end for the second copy of the pointer that
- * Parca Agent reads (src/parca.c).  Small enough for glibc's static TLS.
+ * Parca Agent reads (src/arch_aarch64.c).  Small enough for glibc's static
+ * TLS.  The size is the one thing about the block that differs by
+ * architecture, and src/abi.c lays the block out in one piece of assembly,
+ * so it is chosen here rather than in a file per architecture.
  */
 #define CL_TLS_SLOT 8
 #define CL_TLS_COPY_FIRST 16
@@ -69,6 +72,13 @@ bool cl_stay_loaded(void);
  * descriptor, which is true in static TLS only; `offset` gets that word.
  */
 bool cl_static_tls(long *offset);
+
+/*
+ * The second word of this module's TLSDESC descriptor for
+ * custom_labels_current_set, and in `tp` the thread pointer readers add it
+ * to: read as the architecture reads them (src/arch_*.c).
+ */
+uintptr_t cl_slot_descriptor_word(uintptr_t *tp);
 
 /* True for the first caller in the process only: the one that warns that
  * the module is in dynamic TLS. */

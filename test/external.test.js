@@ -319,7 +319,7 @@ describe('external view (readelf, gdb)', function () {
     });
 
     // Two pointers; on aarch64 32 more bytes, room for the copy of the
-    // pointer that Parca Agent reads (src/parca.c).  Either way small
+    // pointer that Parca Agent reads (src/arch_aarch64.c).  Either way small
     // enough for glibc's static TLS.
     it('has a TLS block of two pointers, and on aarch64 room for Parca Agent\'s copy', function () {
       const tls = programHeaders().filter((p) => p.type === 'TLS');

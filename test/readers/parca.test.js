@@ -22,7 +22,7 @@
 // the thread pointer, module 1's block 16 bytes into the DTV.
 // descriptor[1] is the second word of the variable's TLSDESC descriptor,
 // which it reads once when it attaches (customlabels.go, Attach).  On
-// aarch64 that is not the variable (src/parca.c): the addon keeps a copy
+// aarch64 that is not the variable (src/arch_aarch64.c): the addon keeps a copy
 // there.
 
 const assert = require('node:assert/strict');
