@@ -58,20 +58,34 @@ __asm__(
 
 CL_EXPORT const uint32_t custom_labels_abi_version = 1;
 
-void cl_publish(custom_labels_labelset_t *set) {
-  /*
-   * One aligned 8-byte store.  The atomic store keeps the compiler from
-   * splitting it or moving it before the writes that built `set`; a reader
-   * that interrupts this thread sees the old pointer or the new one.
-   */
-  __atomic_store_n(&custom_labels_current_set, set, __ATOMIC_RELEASE);
-}
+custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
 
 custom_labels_labelset_t *cl_published(void) {
   return __atomic_load_n(&custom_labels_current_set, __ATOMIC_RELAXED);
 }
 
-custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
+static bool inside(const void *pointer, const void *start, size_t bytes) {
+  uintptr_t p = (uintptr_t)pointer, s = (uintptr_t)start;
+  return pointer != NULL && p >= s && p - s < bytes;
+}
+
+/*
+ * Each pointer is cleared with one aligned 8-byte atomic store, which the
+ * compiler can neither split nor move: a reader that interrupts this thread
+ * sees the old pointer or NULL.  The pointers are this thread's own, written
+ * only by this thread's JavaScript, which is not running now.
+ */
+static void clear_within(void **pointer, const void *start, size_t bytes) {
+  if (inside(__atomic_load_n(pointer, __ATOMIC_RELAXED), start, bytes))
+    __atomic_store_n(pointer, NULL, __ATOMIC_RELEASE);
+}
+
+void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset_t **copy) {
+  if (copy != NULL) clear_within((void **)copy, start, bytes);
+  clear_within((void **)&custom_labels_current_set, start, bytes);
+  /* The thread-context record of a set lives in the set's block. */
+  clear_within(&otel_thread_ctx_v1, start, bytes);
+}
 
 /*
  * OTEP 4947's pointer to the thread's context record.  NULL until the

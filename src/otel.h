@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "customlabels.h"
+
 /* ---- Thread context (OTEP 4947), defined in src/abi.c ---- */
 
 /* The record's fixed part: 28 bytes, packed, 2-byte aligned. */
@@ -59,19 +61,6 @@ typedef struct {
  */
 #define CL_OTEL_MAX_RESOURCE_BYTES (48 * 1024)
 
-typedef enum {
-  CL_OTEL_OK = 0,
-  CL_OTEL_ENOMEM = -1,   /* no memory for the state or the mapping */
-  CL_OTEL_ETOOBIG = -2,  /* the payload would not fit in the mapping */
-  CL_OTEL_EFULL = -3,    /* the key map holds CL_OTEL_MAX_KEYS keys already */
-  CL_OTEL_EINVAL = -4,   /* an argument outside the limits above */
-  CL_OTEL_EDISABLED = -5, /* the process context was not enabled */
-  CL_OTEL_ETOOMANY = -6, /* more than CL_OTEL_MAX_RESOURCE resource attributes */
-  CL_OTEL_EBUDGET = -7   /* resource attributes over CL_OTEL_MAX_RESOURCE_BYTES */
-} cl_otel_status_t;
-
-const char *cl_otel_strerror(int status);
-
 /*
  * The process context is one per process, shared by every thread and by
  * every copy of this addon in the process.  Its functions are exported
@@ -85,7 +74,7 @@ const char *cl_otel_strerror(int status);
 /*
  * Publishes the process context if it is not published yet, and turns the
  * thread context on for the whole process (cl_otel_v1_enabled).
- * Returns CL_OTEL_OK or a negative cl_otel_status_t.
+ * Returns CL_OK or a negative cl_status_t.
  */
 CL_EXPORT int cl_otel_v1_enable(void);
 
@@ -94,9 +83,9 @@ CL_EXPORT int cl_otel_v1_enable(void);
  * published process context, following the OTEP's updating protocol once
  * for all `n` changes.  All of them are applied, or none: the attributes
  * they would leave are checked first, with those set by earlier calls
- * (CL_OTEL_ETOOMANY, CL_OTEL_EBUDGET, CL_OTEL_ETOOBIG when the payload
- * would not fit the mapping, CL_OTEL_ENOMEM), and a refused call changes
- * nothing.  Keys starting with "threadlocal." are refused (CL_OTEL_EINVAL).
+ * (CL_ETOOMANY, CL_EBUDGET, CL_ETOOBIG when the payload
+ * would not fit the mapping, CL_ENOMEM), and a refused call changes
+ * nothing.  Keys starting with "threadlocal." are refused (CL_EINVAL).
  */
 typedef struct {
   const char *key;
@@ -108,7 +97,7 @@ CL_EXPORT int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n);
 
 /*
  * The index of `key` in threadlocal.attribute_key_map, appending it (and
- * updating the process context) if it is new.  CL_OTEL_EFULL when the map
+ * updating the process context) if it is new.  CL_EFULL when the map
  * is full: it holds CL_OTEL_MAX_KEYS keys, or the payload with this key
  * would not fit the mapping; the map is then left as it was.
  * `*first_refusal` is true exactly once per process, for the first key
