@@ -60,10 +60,6 @@ CL_EXPORT const uint32_t custom_labels_abi_version = 1;
 
 custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
 
-custom_labels_labelset_t *cl_published(void) {
-  return __atomic_load_n(&custom_labels_current_set, __ATOMIC_RELAXED);
-}
-
 static bool inside(const void *pointer, const void *start, size_t bytes) {
   uintptr_t p = (uintptr_t)pointer, s = (uintptr_t)start;
   return pointer != NULL && p >= s && p - s < bytes;

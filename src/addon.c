@@ -1,8 +1,8 @@
 /*
  * Node-API glue: hands JavaScript this thread's arena (src/arena.c) and ABI
  * slot as ArrayBuffers, writes the label sets JavaScript places in the arena
- * (src/labelset.c), passes the process context's calls through
- * (src/process_ctx.c), and reads the published set back for tests.  Validation of user input lives in lib/; this file
+ * (src/labelset.c), and passes the process context's calls through
+ * (src/process_ctx.c).  Validation of user input lives in lib/; this file
  * checks only what memory safety needs.
  *
  * State: one addon_state_t per Node-API environment (main thread or
@@ -13,7 +13,6 @@
 #include <node_api.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "customlabels.h"
 #include "otel.h"
@@ -277,61 +276,6 @@ typedef struct {
   napi_value array;
   uint32_t n;
   bool failed;
-} read_ctx_t;
-
-static napi_value bytes(napi_env env, const custom_labels_string_t *s) {
-  napi_value result;
-  void *copy;
-  CALL(env, napi_create_buffer_copy(env, s->len, s->len ? s->buf : (const void *)"", &copy, &result));
-  return result;
-}
-
-static void push_label(const custom_labels_string_t *key,
-                       const custom_labels_string_t *value, void *opaque) {
-  read_ctx_t *ctx = opaque;
-  if (ctx->failed) return;
-  napi_value pair, k = bytes(ctx->env, key), v = bytes(ctx->env, value);
-  ctx->failed = k == NULL || v == NULL ||
-                napi_create_array_with_length(ctx->env, 2, &pair) != napi_ok ||
-                napi_set_element(ctx->env, pair, 0, k) != napi_ok ||
-                napi_set_element(ctx->env, pair, 1, v) != napi_ok ||
-                napi_set_element(ctx->env, ctx->array, ctx->n++, pair) != napi_ok;
-}
-
-/*
- * readPublished(): test-only.  Decodes what this thread's
- * custom_labels_current_set points at, as a profiler would: null for a NULL
- * pointer, else [[keyBuffer, valueBuffer], ...].
- */
-static napi_value read_published(napi_env env, napi_callback_info info) {
-  (void)info;
-  const custom_labels_labelset_t *set = cl_published();
-  napi_value result;
-  if (set == NULL) {
-    CALL(env, napi_get_null(env, &result));
-    return result;
-  }
-  read_ctx_t ctx = {env, NULL, 0, false};
-  CALL(env, napi_create_array(env, &ctx.array));
-  cl_labelset_read(set, push_label, &ctx);
-  if (ctx.failed) {
-    throw_status(env, "readPublished");
-    return NULL;
-  }
-  return ctx.array;
-}
-
-/* publishedAddress(): test-only; the raw pointer value of this thread's slot. */
-static napi_value published_address(napi_env env, napi_callback_info info) {
-  (void)info;
-  return number(env, (double)(uintptr_t)cl_published());
-}
-
-typedef struct {
-  napi_env env;
-  napi_value array;
-  uint32_t n;
-  bool failed;
 } peers_ctx_t;
 
 static void push_peer(const char *path, bool shared, void *opaque) {
@@ -482,56 +426,6 @@ static napi_value otel_key_index(napi_env env, napi_callback_info info) {
   return number(env, index);
 }
 
-/* otelPayload(): test-only; the published payload as a Buffer, or null. */
-static napi_value otel_payload(napi_env env, napi_callback_info info) {
-  (void)info;
-  unsigned char *copy = malloc(CL_OTEL_PAYLOAD_MAX); /* owner: this call */
-  if (copy == NULL) {
-    napi_throw_error(env, NULL, "customlabels: out of memory");
-    return NULL;
-  }
-  long len = cl_otel_v1_payload(copy, CL_OTEL_PAYLOAD_MAX);
-  napi_value result = NULL;
-  void *data;
-  if (len < 0) {
-    if (napi_get_null(env, &result) != napi_ok) throw_status(env, "napi_get_null");
-  } else if (napi_create_buffer_copy(env, (size_t)len, copy, &data, &result) != napi_ok) {
-    throw_status(env, "napi_create_buffer_copy");
-    result = NULL;
-  }
-  free(copy);
-  return result;
-}
-
-/*
- * readOtelRecord(): test-only.  The record this thread's otel_thread_ctx_v1
- * points at, as a reader takes it: null for NULL, else a Buffer with the
- * 28-byte header and attrs-data-size bytes of attributes (at most
- * CL_OTEL_RECORD_MAX bytes in all).
- */
-static napi_value read_otel_record(napi_env env, napi_callback_info info) {
-  (void)info;
-  const unsigned char *record = *cl_otel_slot();
-  napi_value result;
-  if (record == NULL) {
-    CALL(env, napi_get_null(env, &result));
-    return result;
-  }
-  uint16_t attrs;
-  memcpy(&attrs, record + CL_OTEL_RECORD_ATTRS_SIZE, sizeof(attrs));
-  size_t size = CL_OTEL_RECORD_HEADER + (size_t)attrs;
-  if (size > CL_OTEL_RECORD_MAX) size = CL_OTEL_RECORD_MAX;
-  void *copy;
-  CALL(env, napi_create_buffer_copy(env, size, record, &copy, &result));
-  return result;
-}
-
-/* otelHeader(): test-only; the address of the OTEL_CTX header, 0 if none. */
-static napi_value otel_header(napi_env env, napi_callback_info info) {
-  (void)info;
-  return number(env, (double)(uintptr_t)cl_otel_v1_header());
-}
-
 /*
  * tls(): { static, offset, warn } for this module's TLS block on the
  * calling thread: whether readers find custom_labels_current_set at the
@@ -645,8 +539,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"slot", NULL, slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"adoptArena", NULL, adopt_arena, NULL, NULL, NULL, napi_enumerable, state},
-      {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
       {"parcaCopy", NULL, parca_copy_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -654,9 +546,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetResource", NULL, otel_set_resource, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
       {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
       {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, state},

@@ -73,8 +73,6 @@ extern __thread custom_labels_labelset_t *custom_labels_current_set;
 
 /* Address of the calling thread's slot, for the JavaScript fast path. */
 custom_labels_labelset_t **cl_slot(void);
-/* The calling thread's published set. */
-custom_labels_labelset_t *cl_published(void);
 
 /*
  * Clears each pointer of the calling thread that readers follow and that
@@ -101,16 +99,6 @@ void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset
 #define CL_TLS_BLOCK_BYTES 48
 #else
 #define CL_TLS_BLOCK_BYTES 16
-/*
- * Reading a set the way the ABI tells a profiler to: `count` entries,
- * entries with a NULL key skipped, the first entry of a key wins.  Calls
- * `emit` for each label that counts, in storage order; returns how many.
- */
-typedef void (*cl_label_cb)(const custom_labels_string_t *key,
-                            const custom_labels_string_t *value, void *ctx);
-size_t cl_labelset_read(const custom_labels_labelset_t *set, cl_label_cb emit,
-                        void *ctx);
-
 #endif
 
 /*
@@ -244,15 +232,5 @@ typedef struct {
  * string copied), or 0. */
 size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
                                const cl_units_t *strings, size_t n);
-
-/*
- * Reading a set the way the ABI tells a profiler to: `count` entries,
- * entries with a NULL key skipped, the first entry of a key wins.  Calls
- * `emit` for each label that counts, in storage order; returns how many.
- */
-typedef void (*cl_label_cb)(const custom_labels_string_t *key,
-                            const custom_labels_string_t *value, void *ctx);
-size_t cl_labelset_read(const custom_labels_labelset_t *set, cl_label_cb emit,
-                        void *ctx);
 
 #endif

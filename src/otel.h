@@ -52,7 +52,6 @@ typedef struct {
 #define CL_OTEL_MAX_RESOURCE_KEY 255    /* bytes of a resource attribute's key */
 #define CL_OTEL_MAX_RESOURCE_VALUE 4096 /* bytes of its value */
 #define CL_OTEL_KEY_MAX 255             /* bytes of a thread-context key */
-#define CL_OTEL_PAYLOAD_MAX 65536       /* bytes of payload, as readers accept */
 /*
  * Bytes that all the resource attributes together may take in the payload,
  * as encoded (each a KeyValue of ProcessContext.resource, tag and length
@@ -110,15 +109,6 @@ CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refu
  * JavaScript in every thread reads it through an ArrayBuffer.
  */
 CL_EXPORT const volatile uint32_t *cl_otel_v1_enabled(void);
-
-/*
- * The payload as published now, copied into `buf` (at most `size` bytes);
- * returns its length, or a negative status.  For tests.
- */
-CL_EXPORT long cl_otel_v1_payload(unsigned char *buf, size_t size);
-
-/* The address of the mapping's header, or NULL before enabling. For tests. */
-CL_EXPORT const cl_otel_ctx_header_t *cl_otel_v1_header(void);
 
 /*
  * The payload: a protobuf opentelemetry.proto.processcontext.v1development

@@ -585,25 +585,3 @@ done:
 }
 
 const volatile uint32_t *cl_otel_v1_enabled(void) { return &enabled_word; }
-
-long cl_otel_v1_payload(unsigned char *buf, size_t size) {
-  pthread_mutex_lock(&lock);
-  long result;
-  if (ctx == NULL || ctx->header == NULL) {
-    result = CL_EDISABLED;
-  } else {
-    size_t len = ctx->header->payload_size;
-    if (len > size) len = size;
-    memcpy(buf, ctx->header->payload, len);
-    result = (long)ctx->header->payload_size;
-  }
-  pthread_mutex_unlock(&lock);
-  return result;
-}
-
-const cl_otel_ctx_header_t *cl_otel_v1_header(void) {
-  pthread_mutex_lock(&lock);
-  const cl_otel_ctx_header_t *h = ctx == NULL ? NULL : ctx->header;
-  pthread_mutex_unlock(&lock);
-  return h;
-}
