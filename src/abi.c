@@ -11,7 +11,7 @@
  *   offset  0  otel_thread_ctx_v1         (8 bytes, exported)
  *   offset  8  custom_labels_current_set  (8 bytes, exported)
  *   aarch64 only: offsets 16 to 48, room for the second copy of the pointer
- *   that Parca Agent reads (src/parca.c says where and why).
+ *   that Parca Agent reads (src/arch_aarch64.c says where and why).
  *
  * On x86-64 the block is the 16 bytes, in the order, that the compiler gave
  * the two variables before.
@@ -58,20 +58,30 @@ __asm__(
 
 CL_EXPORT const uint32_t custom_labels_abi_version = 1;
 
-void cl_publish(custom_labels_labelset_t *set) {
-  /*
-   * One aligned 8-byte store.  The atomic store keeps the compiler from
-   * splitting it or moving it before the writes that built `set`; a reader
-   * that interrupts this thread sees the old pointer or the new one.
-   */
-  __atomic_store_n(&custom_labels_current_set, set, __ATOMIC_RELEASE);
-}
-
-custom_labels_labelset_t *cl_published(void) {
-  return __atomic_load_n(&custom_labels_current_set, __ATOMIC_RELAXED);
-}
-
 custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
+
+static bool inside(const void *pointer, const void *start, size_t bytes) {
+  uintptr_t p = (uintptr_t)pointer, s = (uintptr_t)start;
+  return pointer != NULL && p >= s && p - s < bytes;
+}
+
+/*
+ * Each pointer is cleared with one aligned 8-byte atomic store, which the
+ * compiler can neither split nor move: a reader that interrupts this thread
+ * sees the old pointer or NULL.  The pointers are this thread's own, written
+ * only by this thread's JavaScript, which is not running now.
+ */
+static void clear_within(void **pointer, const void *start, size_t bytes) {
+  if (inside(__atomic_load_n(pointer, __ATOMIC_RELAXED), start, bytes))
+    __atomic_store_n(pointer, NULL, __ATOMIC_RELEASE);
+}
+
+void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset_t **copy) {
+  if (copy != NULL) clear_within((void **)copy, start, bytes);
+  clear_within((void **)&custom_labels_current_set, start, bytes);
+  /* The thread-context record of a set lives in the set's block. */
+  clear_within(&otel_thread_ctx_v1, start, bytes);
+}
 
 /*
  * OTEP 4947's pointer to the thread's context record.  NULL until the
@@ -124,20 +134,10 @@ bool cl_stay_loaded(void) {
  */
 bool cl_static_tls(long *offset) {
   uintptr_t slot = (uintptr_t)cl_slot(); /* resolves the descriptor, if lazily bound */
-  const uintptr_t *descriptor;
   uintptr_t tp;
-#if defined(__x86_64__)
-  __asm__("lea custom_labels_current_set@TLSDESC(%%rip), %0" : "=a"(descriptor));
-  __asm__("mov %%fs:0, %0" : "=r"(tp));
-#elif defined(__aarch64__)
-  __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
-          "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"
-          : "=r"(descriptor));
-  tp = (uintptr_t)__builtin_thread_pointer();
-#endif
-  uintptr_t arg = __atomic_load_n(&descriptor[1], __ATOMIC_RELAXED);
-  *offset = (long)arg;
-  return tp + arg == slot;
+  uintptr_t word = cl_slot_descriptor_word(&tp);
+  *offset = (long)word;
+  return tp + word == slot;
 }
 
 /*

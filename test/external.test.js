@@ -274,9 +274,7 @@ describe('external view (readelf, gdb)', function () {
       assert.deepEqual(defined.map((s) => s.name).sort(), [
         'cl_otel_v1_enable',
         'cl_otel_v1_enabled',
-        'cl_otel_v1_header',
         'cl_otel_v1_key_index',
-        'cl_otel_v1_payload',
         'cl_otel_v1_set_resource',
         'custom_labels_abi_version',
         'custom_labels_current_set',
@@ -319,7 +317,7 @@ describe('external view (readelf, gdb)', function () {
     });
 
     // Two pointers; on aarch64 32 more bytes, room for the copy of the
-    // pointer that Parca Agent reads (src/parca.c).  Either way small
+    // pointer that Parca Agent reads (src/arch_aarch64.c).  Either way small
     // enough for glibc's static TLS.
     it('has a TLS block of two pointers, and on aarch64 room for Parca Agent\'s copy', function () {
       const tls = programHeaders().filter((p) => p.type === 'TLS');
@@ -340,8 +338,7 @@ describe('external view (readelf, gdb)', function () {
       const relocs = relocations();
       const calls = relocs.filter((r) => r.symbol !== null && r.symbol.startsWith('cl_otel_v1_'));
       assert.deepEqual(calls.map((r) => r.symbol).sort(), [
-        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_header', 'cl_otel_v1_key_index',
-        'cl_otel_v1_payload', 'cl_otel_v1_set_resource',
+        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_key_index', 'cl_otel_v1_set_resource',
       ]);
       for (const r of calls) assert.match(r.type, /JUMP_SLOT/, `${r.symbol} relocation`);
     });

@@ -1,25 +1,134 @@
 'use strict';
 // What an external profiler would see on this thread, read natively from
-// custom_labels_current_set by the ABI's rules (NULL-key entries skipped,
-// first entry of a key wins).
+// the addon's TLS by a test addon that knows only what a reader knows
+// (test/fixtures/reader_addon.c): the TLSDESC descriptors that the module's
+// relocations filled in (found in the file and /proc/self/maps), followed
+// to the thread's custom_labels_current_set and otel_thread_ctx_v1, and the
+// set read by the ABI's rules (NULL-key entries skipped, first entry of a
+// key wins).  The process context is read from its OTEL_CTX mapping through
+// /proc/self/mem.
 
-const binding = require('../../build/Release/customlabels.node');
+const crypto = require('node:crypto');
+const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { cc } = require('./emulation');
+const { nodeInclude, peek } = require('./descriptor');
 
-// null for a NULL pointer, else { key: value } decoded as UTF-8, every
-// label an own property (a key named __proto__ too).
-function published() {
-  const pairs = binding.readPublished();
-  if (pairs === null) return null;
-  return Object.fromEntries(pairs.map(([key, value]) => [key.toString('utf8'), value.toString('utf8')]));
+// The addon the tests build, which lib/ loads in a checkout.
+const ADDON = path.resolve(__dirname, '../../build/Release/customlabels.node');
+
+const FIXTURES = path.join(__dirname, '..', 'fixtures');
+const SOURCES = ['reader_addon.c', 'abi_read.h'].map((name) => path.join(FIXTURES, name));
+
+// The reader addon, built once per source, compiler and Node-API headers
+// into the temporary directory, and shared by every process of the run
+// (built under a name of its own, then renamed into place).
+function readerAddon() {
+  const include = nodeInclude();
+  const hash = crypto.createHash('sha256').update(`${cc}\0${include}\0${process.arch}\0`);
+  for (const file of [...SOURCES, path.join(__dirname, '../../src/customlabels.h')]) hash.update(fs.readFileSync(file));
+  const file = path.join(os.tmpdir(), `customlabels-reader-${hash.digest('hex').slice(0, 16)}.node`);
+  if (!fs.existsSync(file)) {
+    const building = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
+    execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
+      `-I${include}`, '-o', building, SOURCES[0]]);
+    fs.renameSync(building, file);
+  }
+  const module = { exports: {} };
+  process.dlopen(module, file);
+  return module.exports;
 }
 
-// The labels a profiler would attribute a sample to: {} for NULL or empty.
-function seen() {
-  return published() ?? {};
+const native = readerAddon();
+
+// The offset in `file` (a 64-bit little-endian ELF shared object) of its
+// TLSDESC descriptor for `symbol`: the r_offset of the relocation of that
+// type and symbol in its SHT_RELA sections.  Read here rather than with
+// readelf, so that it works in a process whose PATH has no binutils.
+const TLSDESC = { 62: 36, 183: 1031 }; // e_machine: R_X86_64_TLSDESC, R_AARCH64_TLSDESC
+function descriptorOffset(file, symbol) {
+  const elf = fs.readFileSync(file);
+  const type = TLSDESC[elf.readUInt16LE(18)];
+  const shoff = Number(elf.readBigUInt64LE(40));
+  const section = (i) => {
+    const at = shoff + i * elf.readUInt16LE(58);
+    return { type: elf.readUInt32LE(at + 4), offset: Number(elf.readBigUInt64LE(at + 24)),
+      size: Number(elf.readBigUInt64LE(at + 32)), link: elf.readUInt32LE(at + 40) };
+  };
+  const found = [];
+  for (let i = 0; i < elf.readUInt16LE(60); i++) {
+    const rela = section(i);
+    if (rela.type !== 4) continue; // SHT_RELA
+    const symtab = section(rela.link);
+    const strtab = section(symtab.link);
+    for (let at = rela.offset; at < rela.offset + rela.size; at += 24) {
+      const info = elf.readBigUInt64LE(at + 8);
+      if (Number(info & 0xffffffffn) !== type) continue;
+      const name = elf.readUInt32LE(symtab.offset + Number(info >> 32n) * 24);
+      const end = elf.indexOf(0, strtab.offset + name);
+      if (elf.toString('latin1', strtab.offset + name, end) === symbol) found.push(elf.readBigUInt64LE(at));
+    }
+  }
+  if (found.length !== 1) throw new Error(`${file}: ${found.length} TLSDESC relocations for ${symbol}, not one`);
+  return found[0];
 }
 
-function address() {
-  return binding.publishedAddress();
+// The address of `file`'s descriptor for `symbol` in this process: its load
+// base (/proc/self/maps) plus the relocation's offset.  The file must be
+// loaded.
+function descriptorAddress(file, symbol) {
+  file = fs.realpathSync(file);
+  const first = fs.readFileSync('/proc/self/maps', 'utf8').split('\n')
+    .map((line) => /^([0-9a-f]+)-[0-9a-f]+ \S{4} 0+ \S+ \d+\s+(.*)$/.exec(line))
+    .find((m) => m && m[2] === file);
+  if (!first) throw new Error(`${file} is not loaded in this process`);
+  return BigInt(`0x${first[1]}`) + descriptorOffset(file, symbol);
 }
 
-module.exports = { binding, published, seen, address };
+// A reader of `file`'s TLS, as a profiler that reads that file's
+// descriptors sees it on the calling thread.  `file` must be loaded by the
+// time it reads; the tests' own addon is loaded here if it is not yet.
+function reader(file = ADDON) {
+  const descriptors = {};
+  const at = (symbol) => {
+    if (file === ADDON) require(ADDON);
+    return (descriptors[symbol] ??= descriptorAddress(file, symbol));
+  };
+  // null for a NULL pointer, else { key: value } decoded as UTF-8, every
+  // label an own property (a key named __proto__ too).
+  const published = () => {
+    const pairs = native.labels(at('custom_labels_current_set'));
+    if (pairs === null) return null;
+    return Object.fromEntries(pairs.map(([key, value]) => [key.toString('utf8'), value.toString('utf8')]));
+  };
+  return {
+    published,
+    // The labels a profiler would attribute a sample to: {} for NULL or empty.
+    seen: () => published() ?? {},
+    // The published pointer's value, as a Number.
+    address: () => Number(native.pointer(at('custom_labels_current_set'))),
+    // The OpenTelemetry thread-context record, as a Buffer, or null.
+    record: () => native.record(at('otel_thread_ctx_v1')),
+  };
+}
+
+// The OpenTelemetry process context's payload as a reader takes it from the
+// OTEL_CTX mapping, or null when there is none.
+function otelPayload() {
+  const mapping = fs.readFileSync('/proc/self/maps', 'utf8').split('\n')
+    .map((line) => /^([0-9a-f]+)-[0-9a-f]+ .*(\[anon:OTEL_CTX\]|\/memfd:OTEL_CTX)/.exec(line))
+    .find(Boolean);
+  if (!mapping) return null;
+  const header = peek(BigInt(`0x${mapping[1]}`), 32);
+  if (header.toString('latin1', 0, 8) !== 'OTEL_CTX') return null;
+  const size = header.readUInt32LE(12);
+  return size === 0 ? Buffer.alloc(0) : peek(header.readBigUInt64LE(24), size);
+}
+
+module.exports = {
+  reader, otelPayload, ...reader(),
+  // The tests' own addon, as require() loads it.
+  get binding() { return require(ADDON); },
+};
