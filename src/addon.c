@@ -18,7 +18,7 @@
 #include "otel.h"
 
 /* What writeSet's caller writes before each call, and reads back after it
- * (lib/encode.js): the block's offset and end in the arena, then label i's
+ * (lib/abi.js): the block's offset and end in the arena, then label i's
  * key place (offset * 64 + length, in the key area) or CL_NO_PLACE.  On
  * return, [0] is where the set's last string ends, or CL_NOT_WRITTEN.
  * Numbers pass through this memory rather than as arguments: reading a
@@ -216,10 +216,10 @@ static napi_value request_buffer(napi_env env, napi_callback_info info) {
  * arena's block [request[0], request[1]) (cl_labelset_write_ascii), and
  * leaves in request[0] where its last string ends, or CL_NOT_WRITTEN when
  * it did not write it: a string not ASCII, or anything that is not what
- * lib/encode.js passes.  Returns undefined.  Strings come as arguments, not
+ * lib/abi.js passes.  Returns undefined.  Strings come as arguments, not
  * as an array: reading an array's elements through Node-API would cost a
  * call per element.  A key whose place is in request[2 + i] is not read:
- * its entry points at its bytes in the arena's key area (lib/keys.js).
+ * its entry points at its bytes in the arena's key area (lib/abi.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
  */
@@ -526,7 +526,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   state->adopted = NULL;
   state->mark = NULL;
   state->mark_bytes = 0;
-  /* Nothing to write until lib/encode.js fills it in. */
+  /* Nothing to write until lib/abi.js fills it in. */
   for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
   /* Module initialisation runs on the environment's own thread. */
   state->copy = cl_parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));

@@ -30,7 +30,7 @@
  *
  * So the module keeps room in its TLS block past the slot (src/abi.c), and
  * JavaScript writes the set's address there too, before the slot
- * (lib/context.js).  This file says where that place is, after checking
+ * (lib/context/hooks.js).  This file says where that place is, after checking
  * that it is inside this module's own block and on no exported variable.
  */
 #define _GNU_SOURCE
@@ -84,7 +84,7 @@ custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
   /* Another copy of the addon, loaded first, defines the variable every
    * copy publishes through: Parca Agent reads beside it, where that copy
    * keeps its own copy (or, if it is older, nothing); it is that copy's
-   * JavaScript that publishes (lib/owner.js), and this one has no say. */
+   * JavaScript that publishes (lib/copies.js), and this one has no say. */
   if (slot != own_slot()) {
     why[0] = '\0';
     return NULL;

@@ -78,7 +78,7 @@ custom_labels_labelset_t **cl_slot(void);
  * Clears each pointer of the calling thread that readers follow and that
  * points into the `bytes` at `start`: the copy for Parca Agent (`copy`, from
  * cl_parca_copy, or NULL), custom_labels_current_set and
- * otel_thread_ctx_v1, in that order, the order lib/context.js writes them
+ * otel_thread_ctx_v1, in that order, the order lib/context/hooks.js writes them
  * in.  Called before that memory is given back, so that no reader ever
  * follows one of them into it.
  */
@@ -171,9 +171,9 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
  * CL_CHUNK_BYTES in turn, has them written (cl_labelset_write_ascii, or its
  * own UTF-8 encoder), and writes a set again when the chunk it was in has
  * been reused.  The last chunk holds label keys, each written once and never
- * changed, that sets point at (lib/arena.js, lib/keys.js).  A mapping of the
+ * changed, that sets point at (lib/arena.js, lib/abi.js).  A mapping of the
  * addon's own is aligned to its own size, so it never crosses a 4 GiB
- * boundary; adopted memory may (lib/encode.js carries into the upper half).
+ * boundary; adopted memory may (lib/abi.js carries into the upper half).
  *
  * Owner: the thread's Node-API environment (src/addon.c).  When the
  * environment is torn down it clears the thread's pointers that point into
@@ -211,11 +211,11 @@ void cl_arena_destroy(cl_arena_t *arena);
  * entries and then the strings to copy, in that order, within the block.  It
  * writes ASCII only: any other code unit, or a block too small, makes it
  * return 0, and JavaScript then encodes the set as UTF-8 itself
- * (lib/encode.js), which is also where the limits are checked and reported.
+ * (lib/abi.js), after lib/labelset.js has checked its limits in bytes.
  * A block is never published before it is complete, so a refused write
  * leaves nothing a reader can see.
  */
-#define CL_MAX_LABELS 10      /* lib/limits.js maxLabels */
+#define CL_MAX_LABELS 10      /* lib/checks.js maxLabels */
 #define CL_MAX_STRING_UNITS 62 /* above every key and value limit */
 
 /* A string to copy (units), or one already in memory (bytes): its entry

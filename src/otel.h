@@ -64,7 +64,7 @@ typedef struct {
  * The process context is one per process, shared by every thread and by
  * every copy of this addon in the process.  Its functions are exported
  * under versioned names (src/exports.map), so that a copy loaded after
- * another one (with RTLD_GLOBAL, lib/native.js) binds its calls to the
+ * another one (with RTLD_GLOBAL, lib/addon.js) binds its calls to the
  * first copy's functions and so to its one state; a change that an older
  * copy would misread gets new names.
  */

@@ -55,7 +55,7 @@ _Static_assert(offsetof(cl_otel_ctx_header_t, payload) == 24, "payload is at 24"
 
 /*
  * The resource attributes' budget leaves room for the key map: with them at
- * CL_OTEL_MAX_RESOURCE_BYTES, a map of 256 keys of labels (lib/limits.js:
+ * CL_OTEL_MAX_RESOURCE_BYTES, a map of 256 keys of labels (lib/checks.js:
  * at most 25 bytes each, 4 bytes of tags and lengths around each) and the
  * schema attribute still fit, so no label key is refused for want of room.
  */
