@@ -330,7 +330,8 @@ describe('customlabels-dump: OpenTelemetry thread and process context', function
         const lines = jsonLines(r.stdout).map((l) => JSON.parse(l));
         const worker = lines.filter((l) => l.tid === roles.worker);
         for (const l of lines) {
-          assert.deepEqual(Object.keys(l), withLabels ? ['tid', 'name', 'labels', 'otel', 'samples'] : ['tid', 'name', 'otel', 'samples']);
+          assert.deepEqual(Object.keys(l), withLabels ? ['tid', 'name', 'labels', 'otel', 'samples'] : ['tid', 'name', 'otel', 'samples'],
+            `${JSON.stringify(l)} (roles: ${JSON.stringify(roles)})`);
         }
         const count = (route) => worker.filter((l) => l.otel?.attrs?.['http.route'] === route).reduce((n, l) => n + l.samples, 0);
         const heavy = count('/heavy');
