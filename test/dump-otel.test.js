@@ -329,8 +329,12 @@ describe('customlabels-dump: OpenTelemetry thread and process context', function
         assert.equal(r.status, 0, r.stderr);
         const lines = jsonLines(r.stdout).map((l) => JSON.parse(l));
         const worker = lines.filter((l) => l.tid === roles.worker);
+        // The repeat and cut roles publish records that warn by design; a
+        // sample catches them only while they start, on a busy machine.
+        const warnsByDesign = new Set([roles.repeat, roles.cut]);
         for (const l of lines) {
-          assert.deepEqual(Object.keys(l), withLabels ? ['tid', 'name', 'labels', 'otel', 'samples'] : ['tid', 'name', 'otel', 'samples'],
+          const keys = Object.keys(l).filter((k) => k !== 'warnings' || !warnsByDesign.has(l.tid));
+          assert.deepEqual(keys, withLabels ? ['tid', 'name', 'labels', 'otel', 'samples'] : ['tid', 'name', 'otel', 'samples'],
             `${JSON.stringify(l)} (roles: ${JSON.stringify(roles)})`);
         }
         const count = (route) => worker.filter((l) => l.otel?.attrs?.['http.route'] === route).reduce((n, l) => n + l.samples, 0);
