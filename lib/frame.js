@@ -1,0 +1,182 @@
+'use strict';
+// Frame mode (prototype, not wired into the API yet): each label set is the
+// store of one AsyncLocalStorage, an object whose internal field 0 points at
+// a native record in an arena chunk; V8 carries the store across every async
+// hop by itself (AsyncContextFrame), so no hook is installed.  Readers that
+// walk V8's frame (Parca Agent's Node.js path, customlabels-dump) find it
+// through the thread-locals src/frame.cc publishes.
+//
+// Memory, per chunk of CHUNK bytes (src/frame.cc, chunk()):
+//   record (40 bytes): 24 bytes zero, set pointer at +24, token at +32
+//   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
+//   labels (32 bytes each): key {len, buf}, value {len, buf}
+//   bytes: values, and keys once per chunk (the key cache below)
+// Every pointer in a set points into the set's own chunk, and every store
+// object references its chunk's ArrayBuffer, so a chunk's memory (freed by
+// the ArrayBuffer's deleter) outlives every set a frame can still reach.
+// Chunks are never reused: their memory goes back to malloc.
+
+const path = require('node:path');
+const { AsyncLocalStorage } = require('node:async_hooks');
+
+const CHUNK = 1 << 20;
+const RECORD = 40;
+const SET = 24;
+const LABEL = 32;
+const TOKEN_LO = 0xfb5d7903;
+const TOKEN_HI = 0xec9eb507;
+const POOL = 64; // store objects made per native call in 'pool' mode
+const TWO32 = 4294967296;
+
+// The per-major build of src/frame.cc (scripts/build-frame.sh).
+function nativePath(major = process.versions.node.split('.')[0]) {
+  return path.join(__dirname, '..', 'build', 'frame', `node-${major}`, 'customlabels.node');
+}
+
+// mode: 'ctor' (one constructor call per set) or 'pool' (POOL objects per
+// native call, the record headers placed when the pool is filled).
+function create({ mode = 'pool', native = require(nativePath()) } = {}) {
+  const als = new AsyncLocalStorage();
+  native.storeAls(als);
+
+  // The current chunk: its ArrayBuffer (which store objects reference), views,
+  // base address in halves (the base is aligned to CHUNK, so base + offset
+  // never carries into the high half), the bump offset, and the offsets of
+  // the key strings written in it.
+  let buf, u8, u32, bytes, base, lo, hi, off, keys;
+  // 'pool' mode: store objects whose record headers are already placed in
+  // the current chunk, from `pool[next]` on.
+  const pool = new Array(POOL);
+  let next = POOL;
+  let poolAt = 0;
+
+  function newChunk() {
+    const [b, address] = native.chunk(CHUNK);
+    buf = b;
+    u8 = new Uint8Array(b);
+    u32 = new Uint32Array(b);
+    bytes = Buffer.from(b);
+    base = address;
+    lo = address % TWO32;
+    hi = (address - lo) / TWO32;
+    off = 0;
+    keys = new Map();
+    next = POOL; // the pool's headers were in the old chunk
+  }
+  newChunk();
+
+  function refill() {
+    poolAt = off;
+    off += POOL * RECORD;
+    native.fill(pool, POOL, base + poolAt, RECORD);
+    next = 0;
+  }
+
+  // Writes `s` at `at`; returns its length in bytes.  Room for 3 bytes per
+  // UTF-16 unit was reserved.
+  function writeString(s, at) {
+    const n = s.length;
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) return bytes.write(s, at, 'utf8');
+      u8[at + i] = c;
+    }
+    return n;
+  }
+
+  // Writes the set of `pairs` ([key, value, key, value, ...], strings,
+  // validated and de-duplicated by the caller) and its record; returns the
+  // record's offset in the current chunk.
+  function writeSet(pairs) {
+    const n = pairs.length >> 1;
+    let need = RECORD + SET + LABEL * n + 8;
+    for (let i = 0; i < pairs.length; i++) need += 3 * pairs[i].length;
+    if (mode === 'pool') {
+      if (off + need + (next === POOL ? POOL * RECORD : 0) > CHUNK) newChunk();
+      if (next === POOL) refill();
+    } else if (off + need > CHUNK) {
+      newChunk();
+    }
+    let rec;
+    if (mode === 'pool') {
+      rec = poolAt + next * RECORD;
+    } else {
+      rec = off;
+      off += RECORD;
+    }
+    const set = off;
+    const storage = set + SET;
+    let p = storage + LABEL * n;
+    for (let i = 0; i < n; i++) {
+      const key = pairs[2 * i];
+      const value = pairs[2 * i + 1];
+      let k = keys.get(key);
+      if (k === undefined) {
+        const len = writeString(key, p);
+        k = p + len * CHUNK;
+        keys.set(key, k);
+        p += len;
+      }
+      const kAt = k % CHUNK;
+      const l = (storage + LABEL * i) >> 2;
+      u32[l] = (k - kAt) / CHUNK;
+      u32[l + 2] = lo + kAt;
+      u32[l + 3] = hi;
+      const vLen = writeString(value, p);
+      u32[l + 4] = vLen;
+      u32[l + 6] = lo + p;
+      u32[l + 7] = hi;
+      p += vLen;
+    }
+    const s = set >> 2;
+    u32[s] = lo + storage;
+    u32[s + 1] = hi;
+    u32[s + 2] = n;
+    u32[s + 4] = n;
+    // The record last: the set is complete before anything points at it.
+    const r = rec >> 2;
+    u32[r + 6] = lo + set;
+    u32[r + 7] = hi;
+    u32[r + 8] = TOKEN_LO;
+    u32[r + 9] = TOKEN_HI;
+    off = (p + 7) & ~7;
+    return rec;
+  }
+
+  // The store objects.  `chunk` keeps the chunk's memory alive; `labels` is
+  // what getLabels() returns.
+  class Store extends native.FrameStore {
+    constructor(record, chunk, labels) {
+      super(record);
+      this.chunk = chunk;
+      this.labels = labels;
+    }
+  }
+
+  function storeFor(pairs, labels) {
+    const rec = writeSet(pairs);
+    if (mode === 'pool') {
+      const store = pool[next];
+      pool[next++] = undefined;
+      store.chunk = buf;
+      store.labels = labels;
+      return store;
+    }
+    return new Store(base + rec, buf, labels);
+  }
+
+  // withLabels(pairs, fn): runs fn with the set of `pairs` (the prototype
+  // takes them flat and does not merge with the enclosing set).
+  function withLabels(pairs, fn) {
+    return als.run(storeFor(pairs, pairs), fn);
+  }
+
+  function getLabels() {
+    const s = als.getStore();
+    return s === undefined ? undefined : s.labels;
+  }
+
+  return { withLabels, getLabels, als, native, storeFor, CHUNK };
+}
+
+module.exports = { create, nativePath, CHUNK, RECORD };

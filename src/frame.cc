@@ -1,0 +1,250 @@
+// Frame mode's V8 piece (prototype): label-set store objects that readers
+// walking V8's AsyncContextFrame find, with no async hook.
+//
+// Where AsyncContextFrame is on, the isolate's ContinuationPreservedEmbedder-
+// Data slot holds the current frame, a Map from each AsyncLocalStorage to its
+// store, and V8 swaps it at every async hop by itself.  A reader that knows
+// V8's layouts (Parca Agent's Node.js path, customlabels-dump) goes from two
+// thread-locals (the AsyncLocalStorage's identity hash and a pointer to a
+// handle slot holding that AsyncLocalStorage) to the store, then from the
+// store's internal field 0 to a native record: 24 bytes of our own, the
+// label-set pointer at +24 and the token at +32.  The set behind it is a
+// Custom Label ABI v1 set.
+//
+// This file holds only what needs V8's C++ API, and is built once per Node
+// major against that major's headers (scripts/build-frame.sh):
+//   - the store objects: an ObjectTemplate with one internal field, made
+//     either one per call (the FrameStore constructor, usable as a base
+//     class) or many per call (fill());
+//   - the arena chunks the records and sets live in: ArrayBuffers over
+//     memory aligned to their size, which JavaScript writes the records into;
+//   - the discovery thread-locals.
+//
+// Lifetime: a store object keeps a reference to the ArrayBuffer of the chunk
+// its record lives in (JavaScript sets it), and the chunk's memory is freed
+// by the ArrayBuffer's deleter, so a chunk lives while any store object that
+// points into it can be reached: from a frame, a closure, anything.  No
+// per-set weak handle or finalizer exists.
+//
+// Prototype: the ABI symbols are defined here so that this file alone is a
+// complete provider that Parca Agent's loader claims.  In the package they
+// belong to the C addon (src/abi.c); see /work/notes/frame-design.md.
+
+#include <node.h>
+#include <v8.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#define CL_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+// The Custom Label ABI v1 (prototype copy, see above).  Frame mode never
+// publishes a set here: the thread's pointer stays NULL, so a reader that
+// reads both paths gets no native labels and the frame's labels win.
+CL_EXPORT extern const uint32_t custom_labels_abi_version;
+const uint32_t custom_labels_abi_version = 1;
+CL_EXPORT __thread void* custom_labels_current_set;
+// Parca Agent's names: the identity hash of the AsyncLocalStorage, and the
+// address of a handle slot that holds it (the GC updates the slot when the
+// object moves).
+CL_EXPORT __thread int custom_labels_als_identity_hash;
+CL_EXPORT __thread void* custom_labels_als_handle;
+}
+
+namespace {
+
+using v8::ArrayBuffer;
+using v8::Context;
+using v8::FunctionCallbackInfo;
+using v8::FunctionTemplate;
+using v8::Global;
+using v8::HandleScope;
+using v8::Isolate;
+using v8::Local;
+using v8::Number;
+using v8::Object;
+using v8::ObjectTemplate;
+using v8::String;
+using v8::Value;
+
+constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
+
+// Per environment (main thread or worker): the AsyncLocalStorage whose slot
+// the thread-local points at, and the store template.  Owned by the
+// environment; freed by its cleanup hook.
+struct FrameEnv {
+  Global<Object> als;
+  Global<ObjectTemplate> store;
+  Global<FunctionTemplate> ctor;
+};
+
+void SetRecord(Local<Object> obj, void* record) {
+#if V8_MAJOR_VERSION >= 14
+  obj->SetAlignedPointerInInternalField(0, record, 0);
+#else
+  obj->SetAlignedPointerInInternalField(0, record);
+#endif
+}
+
+// Addresses cross into JavaScript as numbers: user-space addresses on
+// x86-64 and aarch64 (48-bit) are exact in a double.
+void* AddressOf(Local<Value> v) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(v.As<Number>()->Value()));
+}
+
+// The handle slot a Global keeps: its one word.
+void* SlotOf(Global<Object>* g) {
+  void* slot;
+  static_assert(sizeof(Global<Object>) == sizeof(void*), "a Global is one slot pointer");
+  std::memcpy(&slot, g, sizeof slot);
+  return slot;
+}
+
+// Environment teardown: the reader's gate (the handle pointer) is cleared
+// first, then the handle it pointed at.
+void Cleanup(void* arg) {
+  FrameEnv* env = static_cast<FrameEnv*>(arg);
+  custom_labels_als_handle = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  custom_labels_als_identity_hash = 0;
+  custom_labels_current_set = nullptr;
+  env->als.Reset();
+  env->store.Reset();
+  env->ctor.Reset();
+  delete env;
+}
+
+FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
+  return static_cast<FrameEnv*>(args.Data().As<v8::External>()->Value());
+}
+
+// storeAls(als): publishes the AsyncLocalStorage whose stores are label sets.
+// The hash is written before the handle pointer, which a reader reads as the
+// gate.
+void StoreAls(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  Local<Object> als = args[0].As<Object>();
+  custom_labels_als_handle = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  env->als.Reset(args.GetIsolate(), als);
+  custom_labels_als_identity_hash = als->GetIdentityHash();
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  custom_labels_als_handle = SlotOf(&env->als);
+}
+
+// new FrameStore(record): a store object whose internal field 0 is `record`.
+// Meant as a base class; subclasses add the chunk reference and the labels.
+void Construct(const FunctionCallbackInfo<Value>& args) {
+  SetRecord(args.This(), AddressOf(args[0]));
+}
+
+// fill(array, n, first, stride): n store objects, the i-th pointing at
+// first + i * stride, into array[0..n).  One call for many objects.
+void Fill(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  Local<Context> context = isolate->GetCurrentContext();
+  Local<v8::Array> out = args[0].As<v8::Array>();
+  uint32_t n = args[1].As<v8::Uint32>()->Value();
+  uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[2]));
+  uint32_t stride = args[3].As<v8::Uint32>()->Value();
+  Local<ObjectTemplate> tmpl = env->store.Get(isolate);
+  for (uint32_t i = 0; i < n; i++) {
+    Local<Object> obj;
+    if (!tmpl->NewInstance(context).ToLocal(&obj)) return;
+    SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
+    if (out->Set(context, i, obj).IsNothing()) return;
+  }
+}
+
+// chunk(size): [ArrayBuffer, address] over `size` bytes aligned to `size`
+// (a power of two), so that JavaScript can form an address inside it from
+// the low and high 32-bit halves of the base without a carry.  The memory is
+// owned by the ArrayBuffer's backing store and freed with it.
+void Chunk(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  Local<Context> context = isolate->GetCurrentContext();
+  size_t size = args[0].As<v8::Uint32>()->Value();
+  void* mem = std::aligned_alloc(size, size);
+  if (mem == nullptr) {
+    isolate->ThrowException(v8::Exception::RangeError(
+        String::NewFromUtf8Literal(isolate, "frame: out of memory for an arena chunk")));
+    return;
+  }
+  std::memset(mem, 0, size);
+  auto store = ArrayBuffer::NewBackingStore(
+      mem, size, [](void* data, size_t, void*) { std::free(data); }, nullptr);
+  Local<ArrayBuffer> buf = ArrayBuffer::New(isolate, std::move(store));
+  Local<v8::Array> out = v8::Array::New(isolate, 2);
+  if (out->Set(context, 0, buf).IsNothing() ||
+      out->Set(context, 1, Number::New(isolate, static_cast<double>(reinterpret_cast<uintptr_t>(mem))))
+          .IsNothing())
+    return;
+  args.GetReturnValue().Set(out);
+}
+
+// recordOf(store): the address in internal field 0 (tests).
+void RecordOf(const FunctionCallbackInfo<Value>& args) {
+  Local<Object> obj = args[0].As<Object>();
+#if V8_MAJOR_VERSION >= 14
+  void* p = obj->GetAlignedPointerFromInternalField(0, 0);
+#else
+  void* p = obj->GetAlignedPointerFromInternalField(0);
+#endif
+  args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(p)));
+}
+
+// isolate(): the isolate's address, and the CPED slot's offset from V8's
+// header, for the reader tests (and what a writer can publish for readers
+// so that they need no Node-version tables).
+void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  Local<Context> context = isolate->GetCurrentContext();
+  Local<Object> o = Object::New(isolate);
+  auto set = [&](const char* k, double v) {
+    return o->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).IsJust();
+  };
+  if (!set("isolate", static_cast<double>(reinterpret_cast<uintptr_t>(isolate))) ||
+      !set("cpedOffset", v8::internal::Internals::kContinuationPreservedEmbedderDataOffset) ||
+      !set("jsObjectHeaderSize", v8::internal::Internals::kJSObjectHeaderSize) ||
+      !set("undefined", static_cast<double>(reinterpret_cast<uintptr_t>(*v8::Undefined(isolate)))))
+    return;
+  args.GetReturnValue().Set(o);
+}
+
+void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, const char* name,
+            v8::FunctionCallback cb) {
+  Local<Context> context = isolate->GetCurrentContext();
+  Local<FunctionTemplate> t = FunctionTemplate::New(isolate, cb, data);
+  Local<v8::Function> fn;
+  if (!t->GetFunction(context).ToLocal(&fn)) return;
+  exports->Set(context, String::NewFromUtf8(isolate, name).ToLocalChecked(), fn).Check();
+}
+
+}  // namespace
+
+NODE_MODULE_INIT(/* exports, module, context */) {
+  Isolate* isolate = Isolate::GetCurrent();
+  // Freed by Cleanup when the environment ends.
+  FrameEnv* env = new FrameEnv();
+  node::AddEnvironmentCleanupHook(isolate, Cleanup, env);
+  custom_labels_current_set = nullptr;
+  Local<v8::External> data = v8::External::New(isolate, env);
+
+  Local<FunctionTemplate> ctor = FunctionTemplate::New(isolate, Construct, data);
+  ctor->SetClassName(String::NewFromUtf8Literal(isolate, "FrameStore"));
+  ctor->InstanceTemplate()->SetInternalFieldCount(1);
+  env->ctor.Reset(isolate, ctor);
+  env->store.Reset(isolate, ctor->InstanceTemplate());
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "FrameStore"),
+               ctor->GetFunction(context).ToLocalChecked()).Check();
+
+  Method(isolate, exports, data, "storeAls", StoreAls);
+  Method(isolate, exports, data, "fill", Fill);
+  Method(isolate, exports, data, "chunk", Chunk);
+  Method(isolate, exports, data, "recordOf", RecordOf);
+  Method(isolate, exports, data, "isolateInfo", IsolateInfo);
+}
