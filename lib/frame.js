@@ -19,7 +19,7 @@
 const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
 
-const CHUNK = 1 << 20;
+const CHUNK = 1 << 16;
 const RECORD = 40;
 const SET = 24;
 const LABEL = 32;
@@ -40,8 +40,8 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
   native.storeAls(als);
 
   // The current chunk: its ArrayBuffer (which store objects reference), views,
-  // base address in halves (the base is aligned to CHUNK, so base + offset
-  // never carries into the high half), the bump offset, and the offsets of
+  // base address in halves (the chunk never straddles a 4 GiB line, so base +
+  // offset never carries into the high half), the bump offset, and the offsets of
   // the key strings written in it.
   let buf, u8, u32, bytes, base, lo, hi, off, keys;
   // 'pool' mode: store objects whose record headers are already placed in
@@ -72,16 +72,11 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
     next = 0;
   }
 
-  // Writes `s` at `at`; returns its length in bytes.  Room for 3 bytes per
-  // UTF-16 unit was reserved.
+  // Writes `s` at `at` as UTF-8; returns its length in bytes.  Room for 3
+  // bytes per UTF-16 unit was reserved.  Buffer's utf8Write is a V8 fast API
+  // call inside Node, several times quicker than a charCodeAt loop here.
   function writeString(s, at) {
-    const n = s.length;
-    for (let i = 0; i < n; i++) {
-      const c = s.charCodeAt(i);
-      if (c >= 0x80) return bytes.write(s, at, 'utf8');
-      u8[at + i] = c;
-    }
-    return n;
+    return bytes.utf8Write(s, at, 3 * s.length);
   }
 
   // Writes the set of `pairs` ([key, value, key, value, ...], strings,
@@ -176,7 +171,7 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
     return s === undefined ? undefined : s.labels;
   }
 
-  return { withLabels, getLabels, als, native, storeFor, CHUNK };
+  return { withLabels, getLabels, als, native, storeFor, writeSet, CHUNK };
 }
 
 module.exports = { create, nativePath, CHUNK, RECORD };

@@ -160,15 +160,29 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   }
 }
 
-// chunk(size): [ArrayBuffer, address] over `size` bytes aligned to `size`
-// (a power of two), so that JavaScript can form an address inside it from
-// the low and high 32-bit halves of the base without a carry.  The memory is
+// chunk(size): [ArrayBuffer, address] over `size` zeroed bytes whose address
+// does not carry into its high 32 bits anywhere inside (JavaScript forms
+// addresses from the base's two halves).  malloc rather than an aligned
+// allocation: below glibc's mmap threshold, a chunk comes from memory the heap
+// already has, with no page faults; a chunk that would straddle a 4 GiB line
+// (a chance of size in 4 GiB) is given back and another taken.  The memory is
 // owned by the ArrayBuffer's backing store and freed with it.
 void Chunk(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
   Local<Context> context = isolate->GetCurrentContext();
   size_t size = args[0].As<v8::Uint32>()->Value();
-  void* mem = std::aligned_alloc(size, size);
+  void* mem = nullptr;
+  void* straddling[4];
+  int held = 0;
+  while (held < 4) {
+    mem = std::malloc(size);
+    if (mem == nullptr) break;
+    uintptr_t a = reinterpret_cast<uintptr_t>(mem);
+    if ((a >> 32) == ((a + size) >> 32)) break;
+    straddling[held++] = mem;
+    mem = nullptr;
+  }
+  while (held > 0) std::free(straddling[--held]);
   if (mem == nullptr) {
     isolate->ThrowException(v8::Exception::RangeError(
         String::NewFromUtf8Literal(isolate, "frame: out of memory for an arena chunk")));

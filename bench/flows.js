@@ -1,0 +1,108 @@
+'use strict';
+// In-process request-like flows: each flow gets a new label set (a unique
+// trace id) and awaits three times; FLOWS of them run at a time.  What a
+// mechanism costs per flow, next to AsyncLocalStorage alone, measured in the
+// same run:
+//   als         AsyncLocalStorage.run with a plain object as the store
+//   hooks       the package as it is (withLabels, hooks keep the thread's set)
+//   frame-ctor  frame-mode prototype (lib/frame.js), a constructor call per set
+//   frame-pool  frame-mode prototype, store objects made 64 per native call
+// Each variant runs in its own child process (hooks, once enabled, would
+// slow every variant after them), in paired rounds whose order rotates; the
+// figure is the median over rounds of (variant - als) in that round, with the
+// spread of those differences.  No gc() is called.
+//
+// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--variants als,hooks,frame-ctor,frame-pool]
+
+const { spawnSync } = require('node:child_process');
+
+const FLOWS = 50;
+const WARM = 400;
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+// The variant's run(labelsId, fn) and get().
+function setup(variant) {
+  if (variant === 'als') {
+    const { AsyncLocalStorage } = require('node:async_hooks');
+    const als = new AsyncLocalStorage();
+    return { run: (id, fn) => als.run({ trace_id: id }, fn), get: () => als.getStore() };
+  }
+  if (variant === 'hooks') {
+    const cl = require('../lib');
+    return { run: (id, fn) => cl.withLabels({ trace_id: id }, fn), get: () => cl.getLabels() };
+  }
+  if (variant === 'frame-ctor' || variant === 'frame-pool') {
+    const f = require('../lib/frame').create({ mode: variant.slice(6) });
+    return { run: (id, fn) => f.withLabels(['trace_id', id], fn), get: () => f.getLabels() };
+  }
+  throw new Error(`unknown variant ${variant}`);
+}
+
+async function child(variant, batches) {
+  const { run, get } = setup(variant);
+  let sink = 0;
+  let n = 0;
+  const prefix = '4bf92f3577b34da6a3ce929d';
+  async function flow() {
+    await null;
+    await null;
+    await null;
+    if (get() !== undefined) sink++;
+  }
+  async function batch() {
+    const ps = new Array(FLOWS);
+    for (let i = 0; i < FLOWS; i++) ps[i] = run(prefix + (n++).toString(16).padStart(8, '0'), flow);
+    await Promise.all(ps);
+  }
+  for (let i = 0; i < WARM; i++) await batch();
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < batches; i++) await batch();
+  const ns = Number(process.hrtime.bigint() - t0);
+  if (sink !== (WARM + batches) * FLOWS) throw new Error(`${variant}: a flow did not see its store`);
+  process.stdout.write(JSON.stringify({ variant, usPerFlow: ns / 1000 / (batches * FLOWS) }));
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+function parent() {
+  const rounds = Number(arg('rounds', 12));
+  const batches = Number(arg('batches', 4000));
+  const variants = arg('variants', 'als,hooks,frame-ctor,frame-pool').split(',');
+  if (!variants.includes('als')) variants.unshift('als');
+  const results = Object.fromEntries(variants.map((v) => [v, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = variants.map((_, i) => variants[(i + r) % variants.length]);
+    for (const v of order) {
+      const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches)],
+        { encoding: 'utf8' });
+      if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
+      results[v].push(JSON.parse(c.stdout).usPerFlow);
+    }
+  }
+  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set (unique trace id) + 3 awaits`);
+  const als = results.als;
+  console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
+  for (const v of variants) {
+    if (v === 'als') continue;
+    const d = results[v].map((x, i) => x - als[i]);
+    console.log(`${v.padEnd(11)} median ${median(results[v]).toFixed(3)} us/flow; ${v} - als: median ${median(d) >= 0 ? '+' : ''}${median(d).toFixed(3)} us ` +
+      `(min ${Math.min(...d).toFixed(3)}, max ${Math.max(...d).toFixed(3)}); ratio ${(median(results[v]) / median(als)).toFixed(2)}`);
+  }
+}
+
+if (process.argv.includes('--child')) {
+  child(arg('child'), Number(arg('batches', 4000))).catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+} else {
+  parent();
+}
