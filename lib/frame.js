@@ -18,6 +18,7 @@
 
 const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
+const { isMap } = require('node:util').types;
 
 const CHUNK = 1 << 16;
 const RECORD = 40;
@@ -31,6 +32,14 @@ const TWO32 = 4294967296;
 // The per-major build of src/frame.cc (scripts/build-frame.sh).
 function nativePath(major = process.versions.node.split('.')[0]) {
   return path.join(__dirname, '..', 'build', 'frame', `node-${major}`, 'customlabels.node');
+}
+
+// Whether AsyncLocalStorage is carried by AsyncContextFrame in this thread:
+// the frame in the isolate's CPED slot is a Map inside run() (a JSMap: Node's
+// AsyncContextFrame derives from its own copy of Map, so not `instanceof`).
+function frameIsOn(native) {
+  const probe = new AsyncLocalStorage();
+  return probe.run(1, () => isMap(native.cped()));
 }
 
 // mode: 'ctor' (one constructor call per set) or 'pool' (POOL objects per
@@ -174,4 +183,4 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
   return { withLabels, getLabels, als, native, storeFor, writeSet, CHUNK };
 }
 
-module.exports = { create, nativePath, CHUNK, RECORD };
+module.exports = { create, nativePath, frameIsOn, CHUNK, RECORD };

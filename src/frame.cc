@@ -229,6 +229,14 @@ void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(o);
 }
 
+// cped(): what the isolate's ContinuationPreservedEmbedderData slot holds
+// now.  Inside AsyncLocalStorage.run it is a Map exactly where
+// AsyncContextFrame is on: the feature test frame mode needs (flags can come
+// from NODE_OPTIONS or a worker's execArgv, so the command line cannot tell).
+void Cped(const FunctionCallbackInfo<Value>& args) {
+  args.GetReturnValue().Set(args.GetIsolate()->GetContinuationPreservedEmbedderData());
+}
+
 void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, const char* name,
             v8::FunctionCallback cb) {
   Local<Context> context = isolate->GetCurrentContext();
@@ -261,4 +269,5 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "chunk", Chunk);
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
+  Method(isolate, exports, data, "cped", Cped);
 }

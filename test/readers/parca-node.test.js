@@ -1,0 +1,87 @@
+'use strict';
+// Parca Agent's Node.js path (test/readers/parca-node.js, re-implemented from
+// parca-dev/opentelemetry-ebpf-profiler @9ece4f9e) over the frame-mode
+// prototype (src/frame.cc, lib/frame.js), in a child process of the Node
+// that runs the suite: its main thread and two workers each sample
+// themselves from inside a label set, after awaits, an immediate and a timer.
+//
+// - Corrected (the isolate from .symtab, the CPED offset from V8's header):
+//   reads each thread's own labels wherever AsyncContextFrame is on, and
+//   nothing where it is off (Node 22 without the flag): frame mode must not
+//   run there.
+// - Exact: reads them only where Parca's two lookups hold on this Node: the
+//   isolate's thread-local in the dynamic symbols (before Node 26) and its
+//   CPED table entry equal to V8's offset.  The test predicts that from the
+//   binary and the header and holds the reader to it, so that it says which
+//   Node versions Parca reads.
+
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const needs = require('../helpers/needs');
+const elf = require('./support/elf');
+const pfelf = require('./support/pfelf');
+
+const ROOT = path.join(__dirname, '..', '..');
+const MAJOR = Number(process.versions.node.split('.')[0]);
+const THREADS = ['main', 'worker1', 'worker2'];
+const PARCA_CPED = MAJOR < 24 ? 576 : MAJOR < 25 ? 632 : 640;
+
+function nodeInclude() {
+  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
+  return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
+}
+
+describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e) over the frame-mode prototype', function () {
+  this.timeout(120000);
+  let out;
+
+  before(function () {
+    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
+    if (MAJOR < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+      return;
+    }
+    needs.tool(this, 'gcc');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-'));
+    const tp = path.join(tmp, 'tp.node');
+    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+    execFileSync(path.join(ROOT, 'scripts', 'build-frame.sh'), [String(MAJOR), nodeInclude()], { stdio: 'ignore' });
+    const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), tp],
+      { encoding: 'utf8', cwd: ROOT });
+    fs.rmSync(tmp, { recursive: true, force: true });
+    assert.equal(r.status, 0, r.stderr);
+    out = JSON.parse(r.stdout);
+  });
+
+  const expected = (t) => ({ thread: t, trace_id: `4bf92f3577b34da6a3ce929d0e0e4736-${t}` });
+
+  it('corrected: reads each thread its own labels where AsyncContextFrame is on, and none where it is off', function () {
+    for (const t of THREADS) {
+      const r = out.threads[t].corrected;
+      assert.equal(r.hasAlsData, true, `${t}: the file has the custom_labels_als_* relocations`);
+      assert.equal(r.native, null, `${t}: frame mode publishes no native set`);
+      if (out.frameOn) assert.deepEqual(r.labels, expected(t), `${t}: ${r.node.outcome}`);
+      else assert.equal(r.labels, null, `${t}: ${r.node.outcome}`);
+    }
+  });
+
+  it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
+    const exe = elf.open(fs.realpathSync(process.execPath));
+    const inDynsym = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
+    const isolateFound = MAJOR >= 26 || inDynsym;
+    const cpedRight = PARCA_CPED === out.cpedOffset;
+    const reads = out.frameOn && isolateFound && cpedRight;
+    for (const t of THREADS) {
+      const r = out.threads[t].exact;
+      if (reads) assert.deepEqual(r.labels, expected(t), `${t}: ${r.node.outcome}`);
+      else assert.equal(r.labels, null, `${t}: ${r.node.outcome}`);
+    }
+    if (!isolateFound) assert.match(out.threads.main.exact.v8.warning, /failed to look up g_current_isolate/);
+    this.test.title += `: ${reads ? 'reads' : `reads nothing (${[!out.frameOn && 'AsyncContextFrame off',
+      !isolateFound && 'isolate symbol only in .symtab', !cpedRight && `V8's CPED offset is ${out.cpedOffset}`].filter(Boolean).join(', ')})`}`;
+  });
+});
