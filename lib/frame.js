@@ -55,7 +55,7 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
   let buf, u8, u32, bytes, base, lo, hi, off, keys;
   // 'pool' mode: store objects whose record headers are already placed in
   // the current chunk, from `pool[next]` on.
-  const pool = new Array(POOL);
+  let pool = null;
   let next = POOL;
   let poolAt = 0;
 
@@ -77,7 +77,7 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
   function refill() {
     poolAt = off;
     off += POOL * RECORD;
-    native.fill(pool, POOL, base + poolAt, RECORD);
+    pool = native.fill(POOL, base + poolAt, RECORD);
     next = 0;
   }
 
