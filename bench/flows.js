@@ -12,7 +12,11 @@
 // figure is the median over rounds of (variant - als) in that round, with the
 // spread of those differences.  No gc() is called.
 //
-// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--variants als,hooks,frame-ctor,frame-pool]
+// --labels N: each set has N labels, N - 1 of them the same in every flow
+// (route, method, ...) and a unique trace id (default 1).
+//
+// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1]
+//                            [--variants als,hooks,frame-ctor,frame-pool]
 
 const { spawnSync } = require('node:child_process');
 
@@ -24,26 +28,35 @@ function arg(name, fallback) {
   return i >= 0 ? process.argv[i + 1] : fallback;
 }
 
-// The variant's run(labelsId, fn) and get().
-function setup(variant) {
-  if (variant === 'als') {
+const FIXED = [['route', '/api/v1/orders/:id'], ['method', 'GET'], ['tenant', 'acme-corp'], ['region', 'eu-west-1'],
+  ['service', 'checkout'], ['version', '2.14.1'], ['shard', '17'], ['pool', 'blue'], ['tier', 'gold']];
+
+// The variant's run(traceId, fn) and get(), with `n` labels per set.
+function setup(variant, n) {
+  const fixed = FIXED.slice(0, n - 1);
+  if (variant === 'als' || variant === 'hooks') {
+    const cl = variant === 'hooks' ? require('../lib') : null;
     const { AsyncLocalStorage } = require('node:async_hooks');
     const als = new AsyncLocalStorage();
-    return { run: (id, fn) => als.run({ trace_id: id }, fn), get: () => als.getStore() };
-  }
-  if (variant === 'hooks') {
-    const cl = require('../lib');
-    return { run: (id, fn) => cl.withLabels({ trace_id: id }, fn), get: () => cl.getLabels() };
+    const labels = (id) => {
+      const o = {};
+      for (const [k, v] of fixed) o[k] = v;
+      o.trace_id = id;
+      return o;
+    };
+    if (cl) return { run: (id, fn) => cl.withLabels(labels(id), fn), get: () => cl.getLabels() };
+    return { run: (id, fn) => als.run(labels(id), fn), get: () => als.getStore() };
   }
   if (variant === 'frame-ctor' || variant === 'frame-pool') {
     const f = require('../lib/frame').create({ mode: variant.slice(6) });
-    return { run: (id, fn) => f.withLabels(['trace_id', id], fn), get: () => f.getLabels() };
+    const flat = fixed.flat();
+    return { run: (id, fn) => f.withLabels([...flat, 'trace_id', id], fn), get: () => f.getLabels() };
   }
   throw new Error(`unknown variant ${variant}`);
 }
 
-async function child(variant, batches) {
-  const { run, get } = setup(variant);
+async function child(variant, batches, labelCount) {
+  const { run, get } = setup(variant, labelCount);
   let sink = 0;
   let n = 0;
   const prefix = '4bf92f3577b34da6a3ce929d';
@@ -75,19 +88,21 @@ const median = (xs) => {
 function parent() {
   const rounds = Number(arg('rounds', 12));
   const batches = Number(arg('batches', 4000));
+  const labels = Number(arg('labels', 1));
   const variants = arg('variants', 'als,hooks,frame-ctor,frame-pool').split(',');
   if (!variants.includes('als')) variants.unshift('als');
   const results = Object.fromEntries(variants.map((v) => [v, []]));
   for (let r = 0; r < rounds; r++) {
     const order = variants.map((_, i) => variants[(i + r) % variants.length]);
     for (const v of order) {
-      const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches)],
+      const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches),
+        '--labels', String(labels)],
         { encoding: 'utf8' });
       if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
       results[v].push(JSON.parse(c.stdout).usPerFlow);
     }
   }
-  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set (unique trace id) + 3 awaits`);
+  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set of ${labels} label(s) (one a unique trace id) + 3 awaits`);
   const als = results.als;
   console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
   for (const v of variants) {
@@ -99,7 +114,7 @@ function parent() {
 }
 
 if (process.argv.includes('--child')) {
-  child(arg('child'), Number(arg('batches', 4000))).catch((err) => {
+  child(arg('child'), Number(arg('batches', 4000)), Number(arg('labels', 1))).catch((err) => {
     console.error(err);
     process.exit(1);
   });

@@ -10,7 +10,8 @@
 //   record (40 bytes): 24 bytes zero, set pointer at +24, token at +32
 //   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
 //   labels (32 bytes each): key {len, buf}, value {len, buf}
-//   bytes: values, and keys once per chunk (the key cache below)
+//   bytes: keys once per chunk, values unless the key's last value in the
+//          chunk was the same (the key cache below)
 // Every pointer in a set points into the set's own chunk, and every store
 // object references its chunk's ArrayBuffer, so a chunk's memory (freed by
 // the ArrayBuffer's deleter) outlives every set a frame can still reach.
@@ -50,8 +51,10 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
 
   // The current chunk: its ArrayBuffer (which store objects reference), views,
   // base address in halves (the chunk never straddles a 4 GiB line, so base +
-  // offset never carries into the high half), the bump offset, and the offsets of
-  // the key strings written in it.
+  // offset never carries into the high half), the bump offset, and per key
+  // written in it: where it is, and where its last value is.  The cache's
+  // owner is the chunk: a new chunk starts an empty one, so no set points
+  // outside its own chunk.
   let buf, u8, u32, bytes, base, lo, hi, off, keys;
   // 'pool' mode: store objects whose record headers are already placed in
   // the current chunk, from `pool[next]` on.
@@ -117,20 +120,25 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
       let k = keys.get(key);
       if (k === undefined) {
         const len = writeString(key, p);
-        k = p + len * CHUNK;
+        k = { at: p, len, value: undefined, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
       }
-      const kAt = k % CHUNK;
+      // The key's last value in this chunk is written once: labels such as
+      // a route or a method repeat from set to set, a trace id does not.
+      if (value !== k.value) {
+        k.vLen = writeString(value, p);
+        k.vAt = p;
+        k.value = value;
+        p += k.vLen;
+      }
       const l = (storage + LABEL * i) >> 2;
-      u32[l] = (k - kAt) / CHUNK;
-      u32[l + 2] = lo + kAt;
+      u32[l] = k.len;
+      u32[l + 2] = lo + k.at;
       u32[l + 3] = hi;
-      const vLen = writeString(value, p);
-      u32[l + 4] = vLen;
-      u32[l + 6] = lo + p;
+      u32[l + 4] = k.vLen;
+      u32[l + 6] = lo + k.vAt;
       u32[l + 7] = hi;
-      p += vLen;
     }
     const s = set >> 2;
     u32[s] = lo + storage;
