@@ -7,6 +7,7 @@
 //   hooks       the package as it is (withLabels, hooks keep the thread's set)
 //   frame-ctor  frame-mode prototype (lib/frame.js), a constructor call per set
 //   frame-pool  frame-mode prototype, store objects made 64 per native call
+//   frame-pool-16k (or any size in KiB): the same with smaller arena chunks
 // Each variant runs in its own child process (hooks, once enabled, would
 // slow every variant after them), in paired rounds whose order rotates; the
 // figure is the median over rounds of (variant - als) in that round, with the
@@ -47,8 +48,9 @@ function setup(variant, n) {
     if (cl) return { run: (id, fn) => cl.withLabels(labels(id), fn), get: () => cl.getLabels() };
     return { run: (id, fn) => als.run(labels(id), fn), get: () => als.getStore() };
   }
-  if (variant === 'frame-ctor' || variant === 'frame-pool') {
-    const f = require('../lib/frame').create({ mode: variant.slice(6) });
+  if (variant.startsWith('frame-')) {
+    const [, mode, kib] = variant.split('-');
+    const f = require('../lib/frame').create({ mode, chunkSize: kib ? parseInt(kib, 10) * 1024 : undefined });
     const flat = fixed.flat();
     return { run: (id, fn) => f.withLabels([...flat, 'trace_id', id], fn), get: () => f.getLabels() };
   }

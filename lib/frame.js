@@ -21,6 +21,8 @@ const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 
+// 64 KiB: a chunk costs some microseconds to make (a few nanoseconds a set),
+// and pins all of its memory while any one of its sets is reachable.
 const CHUNK = 1 << 16;
 const RECORD = 40;
 const SET = 24;
@@ -45,7 +47,7 @@ function frameIsOn(native) {
 
 // mode: 'ctor' (one constructor call per set) or 'pool' (POOL objects per
 // native call, the record headers placed when the pool is filled).
-function create({ mode = 'pool', native = require(nativePath()) } = {}) {
+function create({ mode = 'pool', native = require(nativePath()), chunkSize = CHUNK } = {}) {
   const als = new AsyncLocalStorage();
   native.storeAls(als);
 
@@ -63,7 +65,7 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
   let poolAt = 0;
 
   function newChunk() {
-    const [b, address] = native.chunk(CHUNK);
+    const [b, address] = native.chunk(chunkSize);
     buf = b;
     u8 = new Uint8Array(b);
     u32 = new Uint32Array(b);
@@ -99,9 +101,9 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
     let need = RECORD + SET + LABEL * n + 8;
     for (let i = 0; i < pairs.length; i++) need += 3 * pairs[i].length;
     if (mode === 'pool') {
-      if (off + need + (next === POOL ? POOL * RECORD : 0) > CHUNK) newChunk();
+      if (off + need + (next === POOL ? POOL * RECORD : 0) > chunkSize) newChunk();
       if (next === POOL) refill();
-    } else if (off + need > CHUNK) {
+    } else if (off + need > chunkSize) {
       newChunk();
     }
     let rec;
@@ -188,7 +190,7 @@ function create({ mode = 'pool', native = require(nativePath()) } = {}) {
     return s === undefined ? undefined : s.labels;
   }
 
-  return { withLabels, getLabels, als, native, storeFor, writeSet, CHUNK };
+  return { withLabels, getLabels, als, native, storeFor, writeSet, chunkSize };
 }
 
 module.exports = { create, nativePath, frameIsOn, CHUNK, RECORD };
