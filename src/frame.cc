@@ -13,7 +13,7 @@
 //
 // This file holds only what needs V8's C++ API, and is built once per Node
 // major against that major's headers (scripts/build-frame.sh):
-//   - the store objects: an ObjectTemplate with one internal field, made
+//   - the store objects: an ObjectTemplate with two internal fields, made
 //     either one per call (the FrameStore constructor, usable as a base
 //     class) or many per call (fill());
 //   - the arena chunks the records and sets live in: ArrayBuffers over
@@ -81,13 +81,21 @@ struct FrameEnv {
   Global<FunctionTemplate> ctor;
 };
 
-void SetRecord(Local<Object> obj, void* record) {
+// Internal field 0: the record Parca Agent's Node.js path reads (its
+// wrapped_object_offset is this field's offset).  Internal field 1: reserved
+// for the OpenTelemetry thread-context record (OTEP 4947), which cannot share
+// field 0's pointer (see /work/notes/frame-design.md); NULL for now.
+constexpr int kFields = 2;
+
+void SetField(Local<Object> obj, int index, void* p) {
 #if V8_MAJOR_VERSION >= 14
-  obj->SetAlignedPointerInInternalField(0, record, 0);
+  obj->SetAlignedPointerInInternalField(index, p, 0);
 #else
-  obj->SetAlignedPointerInInternalField(0, record);
+  obj->SetAlignedPointerInInternalField(index, p);
 #endif
 }
+
+void SetRecord(Local<Object> obj, void* record) { SetField(obj, 0, record); }
 
 // Addresses cross into JavaScript as numbers: user-space addresses on
 // x86-64 and aarch64 (48-bit) are exact in a double.
@@ -139,6 +147,7 @@ void StoreAls(const FunctionCallbackInfo<Value>& args) {
 // Meant as a base class; subclasses add the chunk reference and the labels.
 void Construct(const FunctionCallbackInfo<Value>& args) {
   SetRecord(args.This(), AddressOf(args[0]));
+  SetField(args.This(), 1, nullptr);
 }
 
 // fill(n, first, stride): an array of n store objects, the i-th pointing at
@@ -158,6 +167,7 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   Local<Value> objs[kFillMax];
   Local<Object> model;
   if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+  SetField(model, 1, nullptr);
   for (uint32_t i = 0; i < n; i++) {
 #if V8_MAJOR_VERSION >= 13
     Local<Object> obj = i == 0 ? model : model->Clone(isolate);
@@ -214,6 +224,11 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(p)));
 }
 
+// setSecond(store, address): internal field 1 (tests: where V8 puts it).
+void SetSecond(const FunctionCallbackInfo<Value>& args) {
+  SetField(args[0].As<Object>(), 1, AddressOf(args[1]));
+}
+
 // isolate(): the isolate's address, and the CPED slot's offset from V8's
 // header, for the reader tests (and what a writer can publish for readers
 // so that they need no Node-version tables).
@@ -261,7 +276,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
 
   Local<FunctionTemplate> ctor = FunctionTemplate::New(isolate, Construct, data);
   ctor->SetClassName(String::NewFromUtf8Literal(isolate, "FrameStore"));
-  ctor->InstanceTemplate()->SetInternalFieldCount(1);
+  ctor->InstanceTemplate()->SetInternalFieldCount(kFields);
   env->ctor.Reset(isolate, ctor);
   env->store.Reset(isolate, ctor->InstanceTemplate());
   exports->Set(context, String::NewFromUtf8Literal(isolate, "FrameStore"),
@@ -273,4 +288,5 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
+  Method(isolate, exports, data, "setSecond", SetSecond);
 }

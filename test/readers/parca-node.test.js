@@ -69,6 +69,11 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     }
   });
 
+  it('the store object\'s internal field 1 is the word after field 0 (room for an OpenTelemetry record beside Parca\'s)', function () {
+    if (!out.frameOn) this.skip();
+    for (const t of THREADS) assert.equal(out.threads[t].second, out.threads[t].record + 8, t);
+  });
+
   it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
     const exe = elf.open(fs.realpathSync(process.execPath));
     const inDynsym = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
