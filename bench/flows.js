@@ -11,12 +11,15 @@
 // Each variant runs in its own child process (hooks, once enabled, would
 // slow every variant after them), in paired rounds whose order rotates; the
 // figure is the median over rounds of (variant - als) in that round, with the
-// spread of those differences.  No gc() is called.
+// spread of those differences.  No gc() is called.  The figure is the
+// child's CPU time (user + system, GC threads included) per flow unless
+// --clock wall: on a machine shared with other work, waiting for a core
+// would otherwise count as cost.
 //
 // --labels N: each set has N labels, N - 1 of them the same in every flow
 // (route, method, ...) and a unique trace id (default 1).
 //
-// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1]
+// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1] [--clock cpu|wall]
 //                            [--variants als,hooks,frame-ctor,frame-pool]
 
 const { spawnSync } = require('node:child_process');
@@ -52,7 +55,14 @@ function setup(variant, n) {
     const [, mode, kib] = variant.split('-');
     const f = require('../lib/frame').create({ mode, chunkSize: kib ? parseInt(kib, 10) * 1024 : undefined });
     const flat = fixed.flat();
-    return { run: (id, fn) => f.withLabels([...flat, 'trace_id', id], fn), get: () => f.getLabels() };
+    const pairs = (id) => {
+      const p = new Array(flat.length + 2);
+      for (let i = 0; i < flat.length; i++) p[i] = flat[i];
+      p[flat.length] = 'trace_id';
+      p[flat.length + 1] = id;
+      return p;
+    };
+    return { run: (id, fn) => f.withLabels(pairs(id), fn), get: () => f.getLabels() };
   }
   throw new Error(`unknown variant ${variant}`);
 }
@@ -61,7 +71,16 @@ async function child(variant, batches, labelCount) {
   const { run, get } = setup(variant, labelCount);
   let sink = 0;
   let n = 0;
-  const prefix = '4bf92f3577b34da6a3ce929d';
+  // Unique trace ids, made before timing as flat strings, as ids from a
+  // header or from hex-encoded random bytes are (a concatenated id would
+  // make every writer pay for flattening it).
+  const ids = new Array((WARM + batches) * FLOWS);
+  const hex = Buffer.alloc(32);
+  hex.write('4bf92f3577b34da6a3ce929d', 'latin1');
+  for (let i = 0; i < ids.length; i++) {
+    hex.write(i.toString(16).padStart(8, '0'), 24, 'latin1');
+    ids[i] = hex.toString('latin1');
+  }
   async function flow() {
     await null;
     await null;
@@ -70,15 +89,18 @@ async function child(variant, batches, labelCount) {
   }
   async function batch() {
     const ps = new Array(FLOWS);
-    for (let i = 0; i < FLOWS; i++) ps[i] = run(prefix + (n++).toString(16).padStart(8, '0'), flow);
+    for (let i = 0; i < FLOWS; i++) ps[i] = run(ids[n++], flow);
     await Promise.all(ps);
   }
   for (let i = 0; i < WARM; i++) await batch();
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < batches; i++) await batch();
   const ns = Number(process.hrtime.bigint() - t0);
+  const c = process.cpuUsage(c0);
   if (sink !== (WARM + batches) * FLOWS) throw new Error(`${variant}: a flow did not see its store`);
-  process.stdout.write(JSON.stringify({ variant, usPerFlow: ns / 1000 / (batches * FLOWS) }));
+  const flows = batches * FLOWS;
+  process.stdout.write(JSON.stringify({ variant, wall: ns / 1000 / flows, cpu: (c.user + c.system) / flows }));
 }
 
 const median = (xs) => {
@@ -91,6 +113,7 @@ function parent() {
   const rounds = Number(arg('rounds', 12));
   const batches = Number(arg('batches', 4000));
   const labels = Number(arg('labels', 1));
+  const clock = arg('clock', 'cpu');
   const variants = arg('variants', 'als,hooks,frame-ctor,frame-pool').split(',');
   if (!variants.includes('als')) variants.unshift('als');
   const results = Object.fromEntries(variants.map((v) => [v, []]));
@@ -101,10 +124,10 @@ function parent() {
         '--labels', String(labels)],
         { encoding: 'utf8' });
       if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
-      results[v].push(JSON.parse(c.stdout).usPerFlow);
+      results[v].push(JSON.parse(c.stdout)[clock]);
     }
   }
-  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set of ${labels} label(s) (one a unique trace id) + 3 awaits`);
+  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${clock === 'cpu' ? 'CPU time (user + system)' : 'wall time'} per flow; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set of ${labels} label(s) (one a unique trace id) + 3 awaits`);
   const als = results.als;
   console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
   for (const v of variants) {

@@ -61,7 +61,6 @@ using v8::Context;
 using v8::FunctionCallbackInfo;
 using v8::FunctionTemplate;
 using v8::Global;
-using v8::HandleScope;
 using v8::Isolate;
 using v8::Local;
 using v8::Number;
@@ -69,8 +68,6 @@ using v8::Object;
 using v8::ObjectTemplate;
 using v8::String;
 using v8::Value;
-
-constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
 
 // Per environment (main thread or worker): the AsyncLocalStorage whose slot
 // the thread-local points at, and the store template.  Owned by the
