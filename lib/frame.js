@@ -157,6 +157,21 @@ function create({ mode = 'pool', native = require(nativePath()), chunkSize = CHU
     return rec;
   }
 
+  // An OpenTelemetry thread-context record (OTEP 4947: trace id, span id,
+  // valid, a reserved byte, attrs-data-size, no attributes) in the current
+  // chunk, `valid` written last; returns { address, chunk } for internal
+  // field 1 of a store object (which must then reference `chunk`).
+  // Prototype: for the reader tests.
+  function writeOtelRecord(traceIdHex, spanIdHex) {
+    if (off + 32 > chunkSize) newChunk();
+    const at = off;
+    off += 32;
+    bytes.write(traceIdHex, at, 16, 'hex');
+    bytes.write(spanIdHex, at + 16, 8, 'hex');
+    u8[at + 24] = 1;
+    return { address: base + at, chunk: buf };
+  }
+
   // The store objects.  `chunk` keeps the chunk's memory alive; `labels` is
   // what getLabels() returns.
   class Store extends native.FrameStore {
@@ -190,7 +205,7 @@ function create({ mode = 'pool', native = require(nativePath()), chunkSize = CHU
     return s === undefined ? undefined : s.labels;
   }
 
-  return { withLabels, getLabels, als, native, storeFor, writeSet, chunkSize };
+  return { withLabels, getLabels, als, native, storeFor, writeSet, writeOtelRecord, chunkSize };
 }
 
 module.exports = { create, nativePath, frameIsOn, CHUNK, RECORD };

@@ -52,6 +52,21 @@ CL_EXPORT __thread void* custom_labels_current_set;
 // object moves).
 CL_EXPORT __thread int custom_labels_als_identity_hash;
 CL_EXPORT __thread void* custom_labels_als_handle;
+
+// The OpenTelemetry Node.js thread context's discovery struct (the design in
+// open-telemetry/opentelemetry-ebpf-profiler PR #1861, as DataDog/pprof-nodejs
+// writes it): the CPED slot's address (the reader's gate: written last,
+// cleared first), the AsyncLocalStorage's handle slot and identity hash, and
+// the tagged address of undefined.  Here it names the same AsyncLocalStorage
+// as Parca's thread-locals; the record hangs off internal field 1.
+struct otel_thread_ctx_nodejs_v1_t {
+  void* cped_slot;
+  void* als_handle;
+  int32_t als_identity_hash;
+  int32_t reserved;
+  uintptr_t undefined_addr;
+};
+CL_EXPORT __thread otel_thread_ctx_nodejs_v1_t otel_thread_ctx_nodejs_v1;
 }
 
 namespace {
@@ -112,8 +127,10 @@ void* SlotOf(Global<Object>* g) {
 // first, then the handle it pointed at.
 void Cleanup(void* arg) {
   FrameEnv* env = static_cast<FrameEnv*>(arg);
+  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) = nullptr;
   custom_labels_als_handle = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);
+  otel_thread_ctx_nodejs_v1 = {};
   custom_labels_als_identity_hash = 0;
   custom_labels_current_set = nullptr;
   env->als.Reset();
@@ -138,6 +155,16 @@ void StoreAls(const FunctionCallbackInfo<Value>& args) {
   custom_labels_als_identity_hash = als->GetIdentityHash();
   std::atomic_signal_fence(std::memory_order_seq_cst);
   custom_labels_als_handle = SlotOf(&env->als);
+
+  Isolate* isolate = args.GetIsolate();
+  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  otel_thread_ctx_nodejs_v1.als_handle = custom_labels_als_handle;
+  otel_thread_ctx_nodejs_v1.als_identity_hash = custom_labels_als_identity_hash;
+  otel_thread_ctx_nodejs_v1.undefined_addr = reinterpret_cast<uintptr_t>(*v8::Undefined(isolate));
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) =
+      reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
 }
 
 // new FrameStore(record): a store object whose internal field 0 is `record`.
@@ -239,6 +266,13 @@ void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
   if (!set("isolate", static_cast<double>(reinterpret_cast<uintptr_t>(isolate))) ||
       !set("cpedOffset", v8::internal::Internals::kContinuationPreservedEmbedderDataOffset) ||
       !set("jsObjectHeaderSize", v8::internal::Internals::kJSObjectHeaderSize) ||
+      // Where V8 puts internal field 0 of an API object: after the JSObject
+      // header, and from V8 13 after the C++-heap wrappable slot too.
+#if V8_MAJOR_VERSION >= 13
+      !set("field0Offset", v8::internal::Internals::kJSAPIObjectWithEmbedderSlotsHeaderSize) ||
+#else
+      !set("field0Offset", v8::internal::Internals::kJSObjectHeaderSize) ||
+#endif
       !set("undefined", static_cast<double>(reinterpret_cast<uintptr_t>(*v8::Undefined(isolate)))))
     return;
   args.GetReturnValue().Set(o);

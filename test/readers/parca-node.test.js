@@ -69,9 +69,14 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     }
   });
 
-  it('the store object\'s internal field 1 is the word after field 0 (room for an OpenTelemetry record beside Parca\'s)', function () {
+  it('one store object serves both: Parca reads field 0, the OpenTelemetry Node.js walk (PR #1861) reads its record in field 1', function () {
     if (!out.frameOn) this.skip();
-    for (const t of THREADS) assert.equal(out.threads[t].second, out.threads[t].record + 8, t);
+    for (const t of THREADS) {
+      const r = out.threads[t];
+      assert.equal(r.second, r.otelRecord, `${t}: field 1 is the word after field 0`);
+      assert.deepEqual(r.otel, { outcome: 'record', traceId: r.traceId, spanId: '00f067aa0ba902b7', attrsSize: 0 }, t);
+      assert.deepEqual(r.corrected.labels, expected(t), `${t}: Parca still reads field 0`);
+    }
   });
 
   it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
