@@ -13,16 +13,20 @@
 //   bytes: keys once per chunk, values unless the key's last value in the
 //          chunk was the same (the key cache below)
 // Every pointer in a set points into the set's own chunk, and every store
-// object references its chunk's ArrayBuffer, so a chunk's memory (freed by
-// the ArrayBuffer's deleter) outlives every set a frame can still reach.
-// Chunks are never reused: their memory goes back to malloc.
+// object references its chunk's ArrayBuffer, so a chunk's memory (Node's
+// ArrayBuffer allocator's, freed with the ArrayBuffer) outlives every set a
+// frame can still reach.  Chunks are never reused by this file.
+// Internal field 1 of a store object may point at an OpenTelemetry
+// thread-context record (writeOtelRecord; the store then references that
+// record's chunk too).
 
 const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 
 // 64 KiB: a chunk costs some microseconds to make (a few nanoseconds a set),
-// and pins all of its memory while any one of its sets is reachable.
+// and pins all of its memory while any one of its sets is reachable
+// (bench/frame-rss.js measures what long-lived sets then hold).
 const CHUNK = 1 << 16;
 const RECORD = 40;
 const SET = 24;
