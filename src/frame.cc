@@ -139,6 +139,15 @@ void Cleanup(void* arg) {
   delete env;
 }
 
+// The tagged word of `undefined`, as a reader finds it in the CPED slot.  A
+// Local is a pointer to a slot (Node's V8 has no direct handles), so the
+// word is what the slot holds, not the Local's own value: that is the
+// address of the isolate's root slot.  undefined lives in read-only space
+// and never moves.
+uintptr_t UndefinedAddress(Isolate* isolate) {
+  return *reinterpret_cast<uintptr_t*>(*v8::Undefined(isolate));
+}
+
 FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
   return static_cast<FrameEnv*>(args.Data().As<v8::External>()->Value());
 }
@@ -161,7 +170,7 @@ void StoreAls(const FunctionCallbackInfo<Value>& args) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   otel_thread_ctx_nodejs_v1.als_handle = custom_labels_als_handle;
   otel_thread_ctx_nodejs_v1.als_identity_hash = custom_labels_als_identity_hash;
-  otel_thread_ctx_nodejs_v1.undefined_addr = reinterpret_cast<uintptr_t>(*v8::Undefined(isolate));
+  otel_thread_ctx_nodejs_v1.undefined_addr = UndefinedAddress(isolate);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) =
       reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
@@ -273,7 +282,7 @@ void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
 #else
       !set("field0Offset", v8::internal::Internals::kJSObjectHeaderSize) ||
 #endif
-      !set("undefined", static_cast<double>(reinterpret_cast<uintptr_t>(*v8::Undefined(isolate)))))
+      !set("undefined", static_cast<double>(UndefinedAddress(isolate))))
     return;
   args.GetReturnValue().Set(o);
 }

@@ -79,6 +79,15 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     }
   });
 
+  it('outside any set: neither reader reports labels or a record (no frame, or a frame without our store)', function () {
+    if (!out.frameOn) this.skip();
+    for (const t of THREADS) {
+      const o = out.threads[t].outside;
+      assert.equal(o.corrected.labels, null, `${t}: ${o.corrected.node.outcome}`);
+      assert.ok(['no context', 'not in this frame'].includes(o.otel.outcome), `${t}: ${o.otel.outcome}`);
+    }
+  });
+
   it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
     const exe = elf.open(fs.realpathSync(process.execPath));
     const inDynsym = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
