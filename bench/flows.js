@@ -18,8 +18,11 @@
 //
 // --labels N: each set has N labels, N - 1 of them the same in every flow
 // (route, method, ...) and a unique trace id (default 1).
+// --nested: the N - 1 repeating labels are set by an outer call and the
+// trace id by an inner one, as middleware and a handler would (two sets per
+// flow).
 //
-// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1] [--clock cpu|wall]
+// Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1] [--nested] [--clock cpu|wall]
 //                            [--variants als,hooks,frame-ctor,frame-pool]
 
 const { spawnSync } = require('node:child_process');
@@ -36,8 +39,12 @@ const FIXED = [['route', '/api/v1/orders/:id'], ['method', 'GET'], ['tenant', 'a
   ['service', 'checkout'], ['version', '2.14.1'], ['shard', '17'], ['pool', 'blue'], ['tier', 'gold']];
 
 // The variant's run(traceId, fn) and get(), with `n` labels per set.
-function setup(variant, n) {
+function setup(variant, n, nested) {
   const fixed = FIXED.slice(0, n - 1);
+  if (nested) {
+    const outer = setup(variant, n, false);
+    return { run: (id, fn) => outer.runFixed(() => outer.runId(id, fn)), get: outer.get };
+  }
   if (variant === 'als' || variant === 'hooks') {
     const cl = variant === 'hooks' ? require('../lib') : null;
     const { AsyncLocalStorage } = require('node:async_hooks');
@@ -48,8 +55,17 @@ function setup(variant, n) {
       o.trace_id = id;
       return o;
     };
-    if (cl) return { run: (id, fn) => cl.withLabels(labels(id), fn), get: () => cl.getLabels() };
-    return { run: (id, fn) => als.run(labels(id), fn), get: () => als.getStore() };
+    const fixedObj = () => {
+      const o = {};
+      for (const [k, v] of fixed) o[k] = v;
+      return o;
+    };
+    if (cl) {
+      return { run: (id, fn) => cl.withLabels(labels(id), fn), get: () => cl.getLabels(),
+        runFixed: (fn) => cl.withLabels(fixedObj(), fn), runId: (id, fn) => cl.withLabels({ trace_id: id }, fn) };
+    }
+    return { run: (id, fn) => als.run(labels(id), fn), get: () => als.getStore(),
+      runFixed: (fn) => als.run(fixedObj(), fn), runId: (id, fn) => als.run({ ...als.getStore(), trace_id: id }, fn) };
   }
   if (variant.startsWith('frame-')) {
     const [, mode, kib] = variant.split('-');
@@ -62,13 +78,14 @@ function setup(variant, n) {
       p[flat.length + 1] = id;
       return p;
     };
-    return { run: (id, fn) => f.withLabels(pairs(id), fn), get: () => f.getLabels() };
+    return { run: (id, fn) => f.withLabels(pairs(id), fn), get: () => f.getLabels(),
+      runFixed: (fn) => f.withLabels(flat.slice(), fn), runId: (id, fn) => f.withLabels(['trace_id', id], fn) };
   }
   throw new Error(`unknown variant ${variant}`);
 }
 
-async function child(variant, batches, labelCount) {
-  const { run, get } = setup(variant, labelCount);
+async function child(variant, batches, labelCount, nested) {
+  const { run, get } = setup(variant, labelCount, nested);
   let sink = 0;
   let n = 0;
   // Unique trace ids, made before timing as flat strings, as ids from a
@@ -113,6 +130,7 @@ function parent() {
   const rounds = Number(arg('rounds', 12));
   const batches = Number(arg('batches', 4000));
   const labels = Number(arg('labels', 1));
+  const nested = process.argv.includes('--nested');
   const clock = arg('clock', 'cpu');
   const variants = arg('variants', 'als,hooks,frame-ctor,frame-pool').split(',');
   if (!variants.includes('als')) variants.unshift('als');
@@ -121,13 +139,13 @@ function parent() {
     const order = variants.map((_, i) => variants[(i + r) % variants.length]);
     for (const v of order) {
       const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches),
-        '--labels', String(labels)],
+        '--labels', String(labels), ...(nested ? ['--nested'] : [])],
         { encoding: 'utf8' });
       if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
       results[v].push(JSON.parse(c.stdout)[clock]);
     }
   }
-  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${clock === 'cpu' ? 'CPU time (user + system)' : 'wall time'} per flow; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = a new set of ${labels} label(s) (one a unique trace id) + 3 awaits`);
+  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${clock === 'cpu' ? 'CPU time (user + system)' : 'wall time'} per flow; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = ${nested ? `a set of ${labels - 1} repeating label(s), inside it a set adding a unique trace id,` : `a new set of ${labels} label(s) (one a unique trace id)`} + 3 awaits`);
   const als = results.als;
   console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
   for (const v of variants) {
@@ -139,7 +157,7 @@ function parent() {
 }
 
 if (process.argv.includes('--child')) {
-  child(arg('child'), Number(arg('batches', 4000)), Number(arg('labels', 1))).catch((err) => {
+  child(arg('child'), Number(arg('batches', 4000)), Number(arg('labels', 1)), process.argv.includes('--nested')).catch((err) => {
     console.error(err);
     process.exit(1);
   });

@@ -198,10 +198,24 @@ function create({ mode = 'pool', native = require(nativePath()), chunkSize = CHU
     return new Store(base + rec, buf, labels);
   }
 
-  // withLabels(pairs, fn): runs fn with the set of `pairs` (the prototype
-  // takes them flat and does not merge with the enclosing set).
+  // withLabels(pairs, fn): runs fn with the enclosing set's labels and
+  // `pairs` ([key, value, ...], strings, keys distinct; validation is the
+  // caller's in the prototype), a key of `pairs` replacing the enclosing
+  // value.  The merged set is written whole: the key cache makes a value the
+  // enclosing set already wrote in this chunk cost a comparison.
   function withLabels(pairs, fn) {
-    return als.run(storeFor(pairs, pairs), fn);
+    const parent = als.getStore();
+    let merged = pairs;
+    if (parent !== undefined) {
+      merged = parent.labels.slice();
+      for (let i = 0; i < pairs.length; i += 2) {
+        let j = 0;
+        while (j < merged.length && merged[j] !== pairs[i]) j += 2;
+        merged[j] = pairs[i];
+        merged[j + 1] = pairs[i + 1];
+      }
+    }
+    return als.run(storeFor(merged, merged), fn);
   }
 
   function getLabels() {
