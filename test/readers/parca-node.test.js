@@ -104,3 +104,86 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
       !isolateFound && 'isolate symbol only in .symtab', !cpedRight && `V8's CPED offset is ${out.cpedOffset}`].filter(Boolean).join(', ')})`}`;
   });
 });
+
+describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, from outside the process (ptrace, process_vm_readv)', function () {
+  this.timeout(120000);
+  let out;
+
+  before(async function () {
+    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
+    if (MAJOR < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+      return;
+    }
+    needs.tool(this, 'gcc', 'mkfifo');
+    const memory = require('./support/memory');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
+    const tp = path.join(tmp, 'tp.node');
+    const probe = path.join(tmp, 'ptrace_probe');
+    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+    execFileSync('gcc', ['-std=gnu11', '-O2', '-o', probe, path.join(__dirname, 'support', 'ptrace_probe.c')]);
+    execFileSync(path.join(ROOT, 'scripts', 'build-frame.sh'), [String(MAJOR), nodeInclude()], { stdio: 'ignore' });
+    const { spawn } = require('node:child_process');
+    const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_parked.js'), tp],
+      { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+    try {
+      const line = await new Promise((resolve, reject) => {
+        let buf = '';
+        child.stdout.on('data', (d) => {
+          buf += d;
+          if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
+        });
+        child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
+      });
+      const reported = JSON.parse(line).threads;
+      const mem = memory.outside(probe, child.pid, tmp);
+      const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
+      for (const tid of tids) mem.stop(tid);
+      try {
+        const view = memory.paged(mem);
+        const parcaNode = require('./parca-node');
+        const otelNode = require('./otel-node');
+        out = {};
+        for (const t of reported) {
+          const s = { pid: child.pid, mem: view, tp: BigInt(t.tp), arch: process.arch };
+          out[t.name] = {
+            traceId: t.traceId,
+            exact: parcaNode.sample(s, {}),
+            corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.info.cpedOffset }),
+            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset + 8 }),
+          };
+        }
+      } finally {
+        for (const tid of tids) mem.cont(tid);
+        await mem.close();
+      }
+    } finally {
+      child.kill('SIGKILL');
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, from the same store', function () {
+    const frameOn = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+      (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
+    if (!frameOn) this.skip();
+    for (const t of THREADS) {
+      const r = out[t];
+      assert.deepEqual(r.corrected.labels, { thread: t, trace_id: r.traceId }, `${t}: ${r.corrected.node.outcome}`);
+      assert.equal(r.otel.outcome, 'record', t);
+      assert.equal(r.otel.traceId, r.traceId, t);
+    }
+  });
+
+  it('exact Parca reads them from outside exactly where it reads them inside', function () {
+    const exe = elf.open(fs.realpathSync(process.execPath));
+    const isolateFound = MAJOR >= 26 || pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
+    for (const t of THREADS) {
+      const r = out[t];
+      const reads = r.corrected.labels !== null && isolateFound && PARCA_CPED === Number(r.corrected.v8.cpedOffset);
+      if (reads) assert.deepEqual(r.exact.labels, r.corrected.labels, `${t}: ${r.exact.node.outcome}`);
+      else assert.equal(r.exact.labels, null, `${t}: ${r.exact.node.outcome}`);
+    }
+  });
+});
