@@ -5,9 +5,7 @@
 // same run:
 //   als         AsyncLocalStorage.run with a plain object as the store
 //   hooks       the package as it is (withLabels, hooks keep the thread's set)
-//   frame-ctor  frame-mode prototype (lib/frame.js), a constructor call per set
-//   frame-pool  frame-mode prototype, store objects made 64 per native call
-//   frame-pool-16k (or any size in KiB): the same with smaller arena chunks
+//   frame       the package in frame mode (CUSTOMLABELS_PUBLISH=frame)
 // Each variant runs in its own child process (hooks, once enabled, would
 // slow every variant after them), in paired rounds whose order rotates; the
 // figure is the median over rounds of (variant - als) in that round, with the
@@ -23,7 +21,7 @@
 // flow).
 //
 // Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1] [--nested] [--clock cpu|wall]
-//                            [--variants als,hooks,frame-ctor,frame-pool]
+//                            [--variants als,hooks,frame]
 
 const { spawnSync } = require('node:child_process');
 
@@ -45,8 +43,10 @@ function setup(variant, n, nested) {
     const outer = setup(variant, n, false);
     return { run: (id, fn) => outer.runFixed(() => outer.runId(id, fn)), get: outer.get };
   }
-  if (variant === 'als' || variant === 'hooks') {
-    const cl = variant === 'hooks' ? require('../lib') : null;
+  if (variant === 'als' || variant === 'hooks' || variant === 'frame') {
+    if (variant !== 'als') process.env.CUSTOMLABELS_PUBLISH = variant;
+    const cl = variant !== 'als' ? require('../lib') : null;
+    if (cl && cl.publishMode !== variant) throw new Error(`${variant}: the package publishes with ${cl.publishMode}`);
     const { AsyncLocalStorage } = require('node:async_hooks');
     const als = new AsyncLocalStorage();
     const labels = (id) => {
@@ -66,20 +66,6 @@ function setup(variant, n, nested) {
     }
     return { run: (id, fn) => als.run(labels(id), fn), get: () => als.getStore(),
       runFixed: (fn) => als.run(fixedObj(), fn), runId: (id, fn) => als.run({ ...als.getStore(), trace_id: id }, fn) };
-  }
-  if (variant.startsWith('frame-')) {
-    const [, mode, kib] = variant.split('-');
-    const f = require('../lib/frame').create({ mode, chunkSize: kib ? parseInt(kib, 10) * 1024 : undefined });
-    const flat = fixed.flat();
-    const pairs = (id) => {
-      const p = new Array(flat.length + 2);
-      for (let i = 0; i < flat.length; i++) p[i] = flat[i];
-      p[flat.length] = 'trace_id';
-      p[flat.length + 1] = id;
-      return p;
-    };
-    return { run: (id, fn) => f.withLabels(pairs(id), fn), get: () => f.getLabels(),
-      runFixed: (fn) => f.withLabels(flat.slice(), fn), runId: (id, fn) => f.withLabels(['trace_id', id], fn) };
   }
   throw new Error(`unknown variant ${variant}`);
 }
@@ -132,7 +118,7 @@ function parent() {
   const labels = Number(arg('labels', 1));
   const nested = process.argv.includes('--nested');
   const clock = arg('clock', 'cpu');
-  const variants = arg('variants', 'als,hooks,frame-ctor,frame-pool').split(',');
+  const variants = arg('variants', 'als,hooks,frame').split(',');
   if (!variants.includes('als')) variants.unshift('als');
   const results = Object.fromEntries(variants.map((v) => [v, []]));
   for (let r = 0; r < rounds; r++) {

@@ -1,5 +1,6 @@
 'use strict';
-// Whether the frame-mode prototype's memory levels off: flows with a unique
+// Whether frame mode's memory levels off (the package with
+// CUSTOMLABELS_PUBLISH=frame, which this script sets unless told otherwise): flows with a unique
 // trace id each, 50 at a time, for SECONDS, with one flow in 1000 kept
 // waiting 2 s on a timer (a long-lived set that pins its chunk).  Prints RSS
 // and the ArrayBuffer memory (the arena chunks) every few seconds.
@@ -7,13 +8,19 @@
 // Usage: node bench/frame-rss.js [seconds] [short]   (short: no long-lived flows)
 
 // FRAME_VARIANT=als: the same flows with AsyncLocalStorage alone, for the
-// baseline RSS.  FRAME_CHUNK: the chunk size in bytes.
-const frame = process.env.FRAME_VARIANT === 'als' ? plain() : require('../lib/frame').create({ mode: 'pool', chunkSize: Number(process.env.FRAME_CHUNK) || undefined });
+// baseline RSS; FRAME_VARIANT=hooks: the package in hooks mode.
+process.env.CUSTOMLABELS_PUBLISH ??= process.env.FRAME_VARIANT === 'hooks' ? 'hooks' : 'frame';
+const frame = process.env.FRAME_VARIANT === 'als' ? plain() : labelled();
 
 function plain() {
   const { AsyncLocalStorage } = require('node:async_hooks');
   const als = new AsyncLocalStorage();
-  return { withLabels: (pairs, fn) => als.run({ labels: pairs }, fn), getLabels: () => als.getStore() };
+  return { withLabels: (labels, fn) => als.run(labels, fn), getLabels: () => als.getStore(), mode: 'als' };
+}
+
+function labelled() {
+  const cl = require('..');
+  return { withLabels: cl.withLabels, getLabels: cl.getLabels, mode: cl.publishMode };
 }
 
 const SECONDS = Number(process.argv[2] || 30);
@@ -27,7 +34,7 @@ async function flow(i) {
   await null;
   if (LONG && i % 1000 === 0) await new Promise((resolve) => setTimeout(resolve, 2000));
   await null;
-  if (frame.getLabels() !== undefined) sink++;
+  if (frame.getLabels()?.trace_id !== undefined) sink++;
 }
 
 async function main() {
@@ -38,7 +45,7 @@ async function main() {
     const ps = [];
     for (let i = 0; i < 50; i++) {
       const id = n++;
-      const p = frame.withLabels(['route', '/api/orders', 'trace_id', prefix + id.toString(16).padStart(8, '0')], () => flow(id));
+      const p = frame.withLabels({ route: '/api/orders', trace_id: prefix + id.toString(16).padStart(8, '0') }, () => flow(id));
       // The long-lived flows finish on their own, outside the batch.
       if (!LONG || id % 1000 !== 0) ps.push(p);
     }
@@ -54,7 +61,7 @@ async function main() {
     }
   }
   await new Promise((resolve) => setTimeout(resolve, 2100));
-  console.log(`${process.version}: ${n} flows, ${sink} saw their labels`);
+  console.log(`${process.version} ${frame.mode}: ${n} flows, ${sink} saw their labels`);
 }
 
 main();

@@ -1,5 +1,6 @@
-// Frame mode's V8 piece (prototype): label-set store objects that readers
-// walking V8's AsyncContextFrame find, with no async hook.
+// Frame mode's V8 piece, the companion addon customlabels-v8.node: label-set
+// store objects that readers walking V8's AsyncContextFrame find, with no
+// async hook.
 //
 // Where AsyncContextFrame is on, the isolate's ContinuationPreservedEmbedder-
 // Data slot holds the current frame, a Map from each AsyncLocalStorage to its
@@ -7,29 +8,29 @@
 // V8's layouts (Parca Agent's Node.js path, customlabels-dump) goes from two
 // thread-locals (the AsyncLocalStorage's identity hash and a pointer to a
 // handle slot holding that AsyncLocalStorage) to the store, then from the
-// store's internal field 0 to a native record: 24 bytes of our own, the
-// label-set pointer at +24 and the token at +32.  The set behind it is a
-// Custom Label ABI v1 set.
+// store's internal field 0 to a native record: 24 bytes zero, the label-set
+// pointer at +24 and the token at +32.  The set behind it is a Custom Label
+// ABI v1 set (lib/context/frame.js writes both).
 //
 // This file holds only what needs V8's C++ API, and is built once per Node
-// major against that major's headers (scripts/build-frame.sh):
+// major against that major's headers (binding.gyp for the running Node,
+// scripts/prebuild.js for the others):
 //   - the store objects: an ObjectTemplate with two internal fields, made
-//     either one per call (the FrameStore constructor, usable as a base
-//     class) or many per call (fill());
-//   - the arena chunks the records and sets live in: ArrayBuffers over
-//     memory aligned to their size, which JavaScript writes the records into;
-//   - the discovery thread-locals.
+//     many per call (fill());
+//   - the arena chunks the records and sets live in (chunk());
+//   - publishing the AsyncLocalStorage: the thread-locals readers look for
+//     are the main addon's (src/abi.c), reached through its cl_frame_tls();
+//     this file defines none, so a reader only ever claims customlabels.node;
+//   - custom_labels_v8_layout, the constants a reader needs, from V8's
+//     headers of the major this file was built for.
 //
 // Lifetime: a store object keeps a reference to the ArrayBuffer of the chunk
 // its record lives in (JavaScript sets it), and the chunk's memory is freed
-// by the ArrayBuffer's deleter, so a chunk lives while any store object that
-// points into it can be reached: from a frame, a closure, anything.  No
-// per-set weak handle or finalizer exists.
-//
-// Prototype: the ABI symbols are defined here so that this file alone is a
-// complete provider that Parca Agent's loader claims.  In the package they
-// belong to the C addon (src/abi.c); see /work/notes/frame-design.md.
+// with the ArrayBuffer, so a chunk lives while any store object that points
+// into it can be reached: from a frame, a closure, anything.  No per-set
+// weak handle or finalizer exists.
 
+#include <dlfcn.h>
 #include <node.h>
 #include <v8.h>
 
@@ -38,35 +39,41 @@
 #include <cstdlib>
 #include <cstring>
 
+extern "C" {
+#include "customlabels.h"
+}
+
 #define CL_EXPORT __attribute__((visibility("default")))
 
-extern "C" {
-// The Custom Label ABI v1 (prototype copy, see above).  Frame mode never
-// publishes a set here: the thread's pointer stays NULL, so a reader that
-// reads both paths gets no native labels and the frame's labels win.
-CL_EXPORT extern const uint32_t custom_labels_abi_version;
-const uint32_t custom_labels_abi_version = 1;
-CL_EXPORT __thread void* custom_labels_current_set;
-// Parca Agent's names: the identity hash of the AsyncLocalStorage, and the
-// address of a handle slot that holds it (the GC updates the slot when the
-// object moves).
-CL_EXPORT __thread int custom_labels_als_identity_hash;
-CL_EXPORT __thread void* custom_labels_als_handle;
+// Where V8 puts internal field 0 of an API object: after the JSObject
+// header, and from V8 13 (Node 24) after the C++-heap wrappable slot too.
+#if V8_MAJOR_VERSION >= 13
+constexpr uint32_t kField0 = v8::internal::Internals::kJSAPIObjectWithEmbedderSlotsHeaderSize;
+#else
+constexpr uint32_t kField0 = v8::internal::Internals::kJSObjectHeaderSize;
+#endif
 
-// The OpenTelemetry Node.js thread context's discovery struct (the design in
-// open-telemetry/opentelemetry-ebpf-profiler PR #1861, as DataDog/pprof-nodejs
-// writes it): the CPED slot's address (the reader's gate: written last,
-// cleared first), the AsyncLocalStorage's handle slot and identity hash, and
-// the tagged address of undefined.  Here it names the same AsyncLocalStorage
-// as Parca's thread-locals; the record hangs off internal field 1.
-struct otel_thread_ctx_nodejs_v1_t {
-  void* cped_slot;
-  void* als_handle;
-  int32_t als_identity_hash;
-  int32_t reserved;
-  uintptr_t undefined_addr;
+extern "C" {
+// What a reader needs to walk from the CPED slot to a set, for the Node
+// major this file was built for (all little-endian).  Readers find it by
+// name in the dynamic symbols of the mapped file whose name starts with
+// customlabels-v8.
+struct cl_v8_layout_t {
+  uint32_t version;                       // 1
+  uint32_t size;                          // bytes of this struct
+  uint32_t tagged_size;                   // 8
+  uint32_t js_map_table_offset;           // the JSMap's table: 0x18
+  uint32_t ordered_hash_map_header_size;  // 0x10
+  uint32_t entry_size;                    // {key, value, next}: 24
+  uint32_t record_field_offset;           // internal field 0 in the store object
+  uint32_t otel_record_field_offset;      // internal field 1
+  uint32_t labelset_offset;               // the set pointer in the record: 24
+  uint32_t token_offset;                  // the token in the record: 32
+  uint64_t token;                         // 0xEC9EB507FB5D7903
 };
-CL_EXPORT __thread otel_thread_ctx_nodejs_v1_t otel_thread_ctx_nodejs_v1;
+CL_EXPORT extern const cl_v8_layout_t custom_labels_v8_layout;
+const cl_v8_layout_t custom_labels_v8_layout = {
+    1, sizeof(cl_v8_layout_t), 8, 0x18, 0x10, 24, kField0, kField0 + 8, 24, 32, 0xEC9EB507FB5D7903ull};
 }
 
 namespace {
@@ -85,18 +92,19 @@ using v8::String;
 using v8::Value;
 
 // Per environment (main thread or worker): the AsyncLocalStorage whose slot
-// the thread-local points at, and the store template.  Owned by the
-// environment; freed by its cleanup hook.
+// the thread-locals point at, the store template, and the calling thread's
+// thread-locals in the main addon.  Owned by the environment; freed by its
+// cleanup hook.
 struct FrameEnv {
   Global<Object> als;
   Global<ObjectTemplate> store;
-  Global<FunctionTemplate> ctor;
+  cl_frame_tls_t tls;
 };
 
 // Internal field 0: the record Parca Agent's Node.js path reads (its
-// wrapped_object_offset is this field's offset).  Internal field 1: reserved
-// for the OpenTelemetry thread-context record (OTEP 4947), which cannot share
-// field 0's pointer (see /work/notes/frame-design.md); NULL for now.
+// wrapped_object_offset is this field's offset).  Internal field 1: the
+// OpenTelemetry thread-context record (OTEP 4947), which cannot share field
+// 0's pointer (Parca's token would fall inside its attributes), or NULL.
 constexpr int kFields = 2;
 
 void SetField(Local<Object> obj, int index, void* p) {
@@ -125,17 +133,21 @@ void* SlotOf(Global<Object>* g) {
 
 // Environment teardown: the reader's gate (the handle pointer) is cleared
 // first, then the handle it pointed at.
+// The OpenTelemetry gate, cped_slot, is cleared first and written last
+// (DataDog/pprof-nodejs #403); Parca's gate is the handle pointer.
+void ClearGates(const cl_frame_tls_t& tls) {
+  *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) = nullptr;
+  *static_cast<void* volatile*>(tls.als_handle) = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
 void Cleanup(void* arg) {
   FrameEnv* env = static_cast<FrameEnv*>(arg);
-  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) = nullptr;
-  custom_labels_als_handle = nullptr;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  otel_thread_ctx_nodejs_v1 = {};
-  custom_labels_als_identity_hash = 0;
-  custom_labels_current_set = nullptr;
+  ClearGates(env->tls);
+  *env->tls.otel_nodejs = {};
+  *env->tls.als_identity_hash = 0;
   env->als.Reset();
   env->store.Reset();
-  env->ctor.Reset();
   delete env;
 }
 
@@ -157,30 +169,21 @@ FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
 // gate.
 void StoreAls(const FunctionCallbackInfo<Value>& args) {
   FrameEnv* env = EnvOf(args);
-  Local<Object> als = args[0].As<Object>();
-  custom_labels_als_handle = nullptr;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  env->als.Reset(args.GetIsolate(), als);
-  custom_labels_als_identity_hash = als->GetIdentityHash();
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  custom_labels_als_handle = SlotOf(&env->als);
-
+  const cl_frame_tls_t& tls = env->tls;
   Isolate* isolate = args.GetIsolate();
-  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) = nullptr;
+  Local<Object> als = args[0].As<Object>();
+  ClearGates(tls);
+  env->als.Reset(isolate, als);
+  int32_t hash = als->GetIdentityHash();
+  void* slot = SlotOf(&env->als);
+  *tls.als_identity_hash = hash;
+  tls.otel_nodejs->als_handle = slot;
+  tls.otel_nodejs->als_identity_hash = hash;
+  tls.otel_nodejs->undefined_addr = UndefinedAddress(isolate);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  otel_thread_ctx_nodejs_v1.als_handle = custom_labels_als_handle;
-  otel_thread_ctx_nodejs_v1.als_identity_hash = custom_labels_als_identity_hash;
-  otel_thread_ctx_nodejs_v1.undefined_addr = UndefinedAddress(isolate);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  *static_cast<void* volatile*>(&otel_thread_ctx_nodejs_v1.cped_slot) =
+  *static_cast<void* volatile*>(tls.als_handle) = slot;
+  *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) =
       reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
-}
-
-// new FrameStore(record): a store object whose internal field 0 is `record`.
-// Meant as a base class; subclasses add the chunk reference and the labels.
-void Construct(const FunctionCallbackInfo<Value>& args) {
-  SetRecord(args.This(), AddressOf(args[0]));
-  SetField(args.This(), 1, nullptr);
 }
 
 // fill(n, first, stride): an array of n store objects, the i-th pointing at
@@ -275,13 +278,7 @@ void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
   if (!set("isolate", static_cast<double>(reinterpret_cast<uintptr_t>(isolate))) ||
       !set("cpedOffset", v8::internal::Internals::kContinuationPreservedEmbedderDataOffset) ||
       !set("jsObjectHeaderSize", v8::internal::Internals::kJSObjectHeaderSize) ||
-      // Where V8 puts internal field 0 of an API object: after the JSObject
-      // header, and from V8 13 after the C++-heap wrappable slot too.
-#if V8_MAJOR_VERSION >= 13
-      !set("field0Offset", v8::internal::Internals::kJSAPIObjectWithEmbedderSlotsHeaderSize) ||
-#else
-      !set("field0Offset", v8::internal::Internals::kJSObjectHeaderSize) ||
-#endif
+      !set("field0Offset", kField0) ||
       !set("undefined", static_cast<double>(UndefinedAddress(isolate))))
     return;
   args.GetReturnValue().Set(o);
@@ -308,19 +305,25 @@ void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, c
 
 NODE_MODULE_INIT(/* exports, module, context */) {
   Isolate* isolate = Isolate::GetCurrent();
+  // The main addon, loaded RTLD_GLOBAL before this file (lib/addon.js),
+  // holds the thread-locals; without it this file has nothing to publish.
+  using FrameTls = cl_frame_tls_t* (*)(cl_frame_tls_t*);
+  FrameTls frame_tls = reinterpret_cast<FrameTls>(dlsym(RTLD_DEFAULT, "cl_frame_tls"));
+  cl_frame_tls_t tls{};
+  if (frame_tls == nullptr || frame_tls(&tls)->version != CL_FRAME_TLS_VERSION || tls.size != sizeof tls) {
+    isolate->ThrowException(v8::Exception::Error(String::NewFromUtf8Literal(
+        isolate, "customlabels-v8: customlabels.node (cl_frame_tls, version 1) is not loaded in the global scope")));
+    return;
+  }
   // Freed by Cleanup when the environment ends.
   FrameEnv* env = new FrameEnv();
+  env->tls = tls;
   node::AddEnvironmentCleanupHook(isolate, Cleanup, env);
-  custom_labels_current_set = nullptr;
   Local<v8::External> data = v8::External::New(isolate, env);
 
-  Local<FunctionTemplate> ctor = FunctionTemplate::New(isolate, Construct, data);
-  ctor->SetClassName(String::NewFromUtf8Literal(isolate, "FrameStore"));
-  ctor->InstanceTemplate()->SetInternalFieldCount(kFields);
-  env->ctor.Reset(isolate, ctor);
-  env->store.Reset(isolate, ctor->InstanceTemplate());
-  exports->Set(context, String::NewFromUtf8Literal(isolate, "FrameStore"),
-               ctor->GetFunction(context).ToLocalChecked()).Check();
+  Local<ObjectTemplate> store = ObjectTemplate::New(isolate);
+  store->SetInternalFieldCount(kFields);
+  env->store.Reset(isolate, store);
 
   Method(isolate, exports, data, "storeAls", StoreAls);
   Method(isolate, exports, data, "fill", Fill);
@@ -329,4 +332,8 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
   Method(isolate, exports, data, "setSecond", SetSecond);
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "modules"),
+               Number::New(isolate, NODE_MODULE_VERSION)).Check();
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "recordFieldOffset"),
+               Number::New(isolate, kField0)).Check();
 }
