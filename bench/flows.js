@@ -7,9 +7,9 @@
 //   hooks       the package as it is (withLabels, hooks keep the thread's set)
 //   frame       the package in frame mode (CUSTOMLABELS_PUBLISH=frame)
 // Each variant runs in its own child process (hooks, once enabled, would
-// slow every variant after them), in paired rounds whose order rotates; the
-// figure is the median over rounds of (variant - als) in that round, with the
-// spread of those differences.  No gc() is called.  The figure is the
+// slow every variant after them), in paired rounds whose order rotates
+// (bench/rounds.js); the figure is the median over rounds of (variant - als)
+// in that round, with the spread of those differences.  No gc() is called.  The figure is the
 // child's CPU time (user + system, GC threads included) per flow unless
 // --clock wall: on a machine shared with other work, waiting for a core
 // would otherwise count as cost.
@@ -24,6 +24,7 @@
 //                            [--variants als,hooks,frame]
 
 const { spawnSync } = require('node:child_process');
+const { alternate, median, paired } = require('./rounds');
 
 const FLOWS = 50;
 const WARM = 400;
@@ -106,12 +107,6 @@ async function child(variant, batches, labelCount, nested) {
   process.stdout.write(JSON.stringify({ variant, wall: ns / 1000 / flows, cpu: (c.user + c.system) / flows }));
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-
 function parent() {
   const rounds = Number(arg('rounds', 12));
   const batches = Number(arg('batches', 4000));
@@ -120,26 +115,26 @@ function parent() {
   const clock = arg('clock', 'cpu');
   const variants = arg('variants', 'als,hooks,frame').split(',');
   if (!variants.includes('als')) variants.unshift('als');
-  const results = Object.fromEntries(variants.map((v) => [v, []]));
-  for (let r = 0; r < rounds; r++) {
-    const order = variants.map((_, i) => variants[(i + r) % variants.length]);
-    for (const v of order) {
-      const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches),
-        '--labels', String(labels), ...(nested ? ['--nested'] : [])],
-        { encoding: 'utf8' });
-      if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
-      results[v].push(JSON.parse(c.stdout)[clock]);
+  // bench/rounds.js: every variant once a round, in an order that rotates.
+  const measure = (v) => {
+    const c = spawnSync(process.execPath, [...process.execArgv, __filename, '--child', v, '--batches', String(batches),
+      '--labels', String(labels), ...(nested ? ['--nested'] : [])],
+    { encoding: 'utf8' });
+    if (c.status !== 0) throw new Error(`${v}: exit ${c.status}\n${c.stderr}`);
+    return JSON.parse(c.stdout)[clock];
+  };
+  return alternate(rounds, variants, measure, { order: 'rotate', label: 'flows' }).then((results) => {
+    console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${clock === 'cpu' ? 'CPU time (user + system)' : 'wall time'} per flow; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = ${nested ? `a set of ${labels - 1} repeating label(s), inside it a set adding a unique trace id,` : `a new set of ${labels} label(s) (one a unique trace id)`} + 3 awaits`);
+    const als = results.als;
+    console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
+    const sign = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(3)}`;
+    for (const v of variants) {
+      if (v === 'als') continue;
+      const d = paired(results[v], als);
+      console.log(`${v.padEnd(11)} median ${median(results[v]).toFixed(3)} us/flow; ${v} - als: median ${sign(d.median)} us ` +
+        `(quartiles ${sign(d.q1)} to ${sign(d.q3)}, range ${sign(d.min)} to ${sign(d.max)}; above 0 in ${d.above} of ${d.n} rounds${d.noise ? ', not told from noise' : ''})`);
     }
-  }
-  console.log(`node ${process.version} ${process.execArgv.join(' ')}; ${clock === 'cpu' ? 'CPU time (user + system)' : 'wall time'} per flow; ${rounds} paired rounds; ${batches} x ${FLOWS} flows per child; a flow = ${nested ? `a set of ${labels - 1} repeating label(s), inside it a set adding a unique trace id,` : `a new set of ${labels} label(s) (one a unique trace id)`} + 3 awaits`);
-  const als = results.als;
-  console.log(`baseline als: median ${median(als).toFixed(3)} us/flow (min ${Math.min(...als).toFixed(3)}, max ${Math.max(...als).toFixed(3)})`);
-  for (const v of variants) {
-    if (v === 'als') continue;
-    const d = results[v].map((x, i) => x - als[i]);
-    console.log(`${v.padEnd(11)} median ${median(results[v]).toFixed(3)} us/flow; ${v} - als: median ${median(d) >= 0 ? '+' : ''}${median(d).toFixed(3)} us ` +
-      `(min ${Math.min(...d).toFixed(3)}, max ${Math.max(...d).toFixed(3)}); ratio ${(median(results[v]) / median(als)).toFixed(2)}`);
-  }
+  });
 }
 
 if (process.argv.includes('--child')) {
@@ -148,5 +143,8 @@ if (process.argv.includes('--child')) {
     process.exit(1);
   });
 } else {
-  parent();
+  parent().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
 }
