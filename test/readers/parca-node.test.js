@@ -55,6 +55,7 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     fs.rmSync(tmp, { recursive: true, force: true });
     assert.equal(r.status, 0, r.stderr);
     out = JSON.parse(r.stdout);
+    if (out.noCompanion) needs.feature(this, 'customlabels-v8', out.noCompanion);
   });
 
   const expected = (t) => ({ thread: t, trace_id: `4bf92f3577b34da6a3ce929d0e0e4736-${t}` });
@@ -137,7 +138,9 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
         });
         child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
       });
-      const reported = JSON.parse(line).threads;
+      const parsed = JSON.parse(line);
+      if (parsed.noCompanion) needs.feature(this, 'customlabels-v8', parsed.noCompanion);
+      const reported = parsed.threads;
       const mem = memory.outside(probe, child.pid, tmp);
       const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
       for (const tid of tids) mem.stop(tid);
