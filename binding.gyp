@@ -10,8 +10,8 @@
       "target_name": "customlabels",
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
-          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c", "src/parca.c",
-                      "src/process_ctx.c", "src/addon.c"],
+          "sources": ["src/abi.c", "src/arena.c", "src/labelset.c", "src/peers.c",
+                      "src/process_ctx.c", "src/status.c", "src/addon.c"],
           "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
                         "-Wl,--pop-state"],
           "defines": ["NAPI_VERSION=8"],
@@ -19,8 +19,10 @@
                      "-ftls-model=global-dynamic"],
           "ldflags": ["-Wl,--version-script=<(module_root_dir)/src/exports.map"],
           "conditions": [
-            ["target_arch=='x64'", {"cflags": ["-mtls-dialect=gnu2"]}],
-            ["target_arch=='arm64'", {"cflags": ["-mtls-dialect=desc"]}]
+            ["target_arch=='x64'", {"sources": ["src/arch_x86_64.c"],
+                                    "cflags": ["-mtls-dialect=gnu2"]}],
+            ["target_arch=='arm64'", {"sources": ["src/arch_aarch64.c"],
+                                      "cflags": ["-mtls-dialect=desc"]}]
           ]
         }, {
           "type": "none"
@@ -30,8 +32,9 @@
     {
       "target_name": "customlabels_v8",
       "product_name": "customlabels-v8",
-      # In a folder of its own: node-gyp-build takes the first .node file of
-      # build/Release as the main addon.
+      # build/Release/v8/ (gyp's make also links a copy into build/Release,
+      # so lib/addon.js names the main addon's file there rather than letting
+      # node-gyp-build take the first .node file it lists).
       "product_dir": "<(PRODUCT_DIR)/v8",
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64') and node_module_version >= 127 and customlabels_v8 == 1", {

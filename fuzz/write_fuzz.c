@@ -17,8 +17,8 @@
  * the block is too small for the strings to copy, or a unit to copy is not
  * ASCII; otherwise it returns the set's size, and the header and the entries
  * are the input's: a string in memory is pointed at where it is, every other
- * one copied inside the block, in order; cl_labelset_read() keeps the first
- * label of each key.
+ * one copied inside the block, in order; a reader that follows the ABI's
+ * rules (test/fixtures/abi_read.h) keeps the first label of each key.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "../src/customlabels.h"
+#include "../test/fixtures/abi_read.h"
 #include "check.h"
 
 #define MAX_N 12
@@ -44,7 +45,7 @@ typedef struct {
   size_t emitted;
 } read_ctx_t;
 
-/* cl_labelset_read() emits entries in storage order, skipping repeated keys. */
+/* abi_read_set() emits entries in storage order, skipping repeated keys. */
 static void on_label(const custom_labels_string_t *key, const custom_labels_string_t *value, void *p) {
   read_ctx_t *ctx = p;
   const custom_labels_label_t *labels = ctx->set->storage;
@@ -120,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(end == block + used);
 
   read_ctx_t ctx = {set, 0};
-  size_t emitted = cl_labelset_read(set, on_label, &ctx);
+  size_t emitted = abi_read_set(set, on_label, &ctx);
   CHECK(emitted == ctx.emitted && emitted >= 1 && emitted <= n);
 
   /* The same set at an address that is not CL_ALIGN-aligned is refused. */

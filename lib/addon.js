@@ -224,7 +224,7 @@ if (tls !== null && tls.warn) {
 // ordinary memory.
 const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
-// Parca Agent reads the pointer elsewhere on aarch64 (src/parca.c): there,
+// Parca Agent reads the pointer elsewhere on aarch64 (src/arch_aarch64.c): there,
 // `parcaSlot` is an 8-byte BigUint64Array over the place it reads, in this
 // module's TLS block, that lib/context/hooks.js keeps equal to the slot;
 // null where Parca Agent reads the slot itself (x86-64).  Where the place

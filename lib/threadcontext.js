@@ -36,8 +36,8 @@ function attributeBytes(keyBytes, valueBytes) {
   return fieldBytes(fieldBytes(keyBytes) + fieldBytes(fieldBytes(valueBytes)));
 }
 
-// The process context's answers to a change it refused (cl_otel_status_t,
-// src/otel.h).  A refused change changed nothing.
+// The process context's answers to a change it refused (cl_status_t,
+// src/customlabels.h).  A refused change changed nothing.
 const ENOMEM = -1;
 const ETOOBIG = -2;
 const EINVAL = -4; // the count, from a copy of the addon that predates ETOOMANY

@@ -11,7 +11,7 @@
  *   offset  0  otel_thread_ctx_v1         (8 bytes, exported)
  *   offset  8  custom_labels_current_set  (8 bytes, exported)
  *   aarch64 only: offsets 16 to 48, room for the second copy of the pointer
- *   that Parca Agent reads (src/parca.c says where and why).
+ *   that Parca Agent reads (src/arch_aarch64.c says where and why).
  *   then, at F = CL_TLS_FRAME_FIRST (16 on x86-64, 48 on aarch64), frame
  *   mode's thread-locals (src/customlabels.h, cl_frame_tls_t):
  *   F +  0  custom_labels_als_identity_hash  (int32 and 4 bytes pad, exported)
@@ -88,20 +88,30 @@ extern __thread cl_otel_nodejs_v1_t otel_thread_ctx_nodejs_v1;
 
 CL_EXPORT const uint32_t custom_labels_abi_version = 1;
 
-void cl_publish(custom_labels_labelset_t *set) {
-  /*
-   * One aligned 8-byte store.  The atomic store keeps the compiler from
-   * splitting it or moving it before the writes that built `set`; a reader
-   * that interrupts this thread sees the old pointer or the new one.
-   */
-  __atomic_store_n(&custom_labels_current_set, set, __ATOMIC_RELEASE);
-}
-
-custom_labels_labelset_t *cl_published(void) {
-  return __atomic_load_n(&custom_labels_current_set, __ATOMIC_RELAXED);
-}
-
 custom_labels_labelset_t **cl_slot(void) { return &custom_labels_current_set; }
+
+static bool inside(const void *pointer, const void *start, size_t bytes) {
+  uintptr_t p = (uintptr_t)pointer, s = (uintptr_t)start;
+  return pointer != NULL && p >= s && p - s < bytes;
+}
+
+/*
+ * Each pointer is cleared with one aligned 8-byte atomic store, which the
+ * compiler can neither split nor move: a reader that interrupts this thread
+ * sees the old pointer or NULL.  The pointers are this thread's own, written
+ * only by this thread's JavaScript, which is not running now.
+ */
+static void clear_within(void **pointer, const void *start, size_t bytes) {
+  if (inside(__atomic_load_n(pointer, __ATOMIC_RELAXED), start, bytes))
+    __atomic_store_n(pointer, NULL, __ATOMIC_RELEASE);
+}
+
+void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset_t **copy) {
+  if (copy != NULL) clear_within((void **)copy, start, bytes);
+  clear_within((void **)&custom_labels_current_set, start, bytes);
+  /* The thread-context record of a set lives in the set's block. */
+  clear_within(&otel_thread_ctx_v1, start, bytes);
+}
 
 /*
  * OTEP 4947's pointer to the thread's context record.  NULL until the
@@ -172,20 +182,10 @@ bool cl_stay_loaded(void) {
  */
 bool cl_static_tls(long *offset) {
   uintptr_t slot = (uintptr_t)cl_slot(); /* resolves the descriptor, if lazily bound */
-  const uintptr_t *descriptor;
   uintptr_t tp;
-#if defined(__x86_64__)
-  __asm__("lea custom_labels_current_set@TLSDESC(%%rip), %0" : "=a"(descriptor));
-  __asm__("mov %%fs:0, %0" : "=r"(tp));
-#elif defined(__aarch64__)
-  __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
-          "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"
-          : "=r"(descriptor));
-  tp = (uintptr_t)__builtin_thread_pointer();
-#endif
-  uintptr_t arg = __atomic_load_n(&descriptor[1], __ATOMIC_RELAXED);
-  *offset = (long)arg;
-  return tp + arg == slot;
+  uintptr_t word = cl_slot_descriptor_word(&tp);
+  *offset = (long)word;
+  return tp + word == slot;
 }
 
 /*

@@ -1,17 +1,18 @@
 /*
  * Node-API glue: hands JavaScript this thread's arena (src/arena.c) and ABI
  * slot as ArrayBuffers, writes the label sets JavaScript places in the arena
- * (src/labelset.c), and reads the published set back for tests.  Validation
- * of user input lives in lib/; this file checks only what memory safety
- * needs.
+ * (src/labelset.c), and passes the process context's calls through
+ * (src/process_ctx.c).  Validation of user input lives in lib/; this file
+ * checks only what memory safety needs.
  *
- * State: one cl_arena_t per Node-API environment (main thread or worker),
- * kept as instance data and destroyed with the environment, on its thread.
+ * State: one addon_state_t per Node-API environment (main thread or
+ * worker), kept as instance data and destroyed with the environment, on its
+ * thread.  Every function that needs it gets it one way, state_of(), from
+ * the data it was registered with.
  */
 #include <node_api.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "customlabels.h"
 #include "otel.h"
@@ -33,7 +34,7 @@ typedef struct {
   napi_ref adopted;
   uint32_t request[CL_REQUEST_WORDS];
   /* Where Parca Agent reads this thread's pointer, when that is not the
-   * slot (src/parca.c), or NULL; cleared with the slot at teardown. */
+   * slot (src/arch_aarch64.c), or NULL; cleared with the slot at teardown. */
   custom_labels_labelset_t **copy;
   long copy_delta;
   char copy_why[200];
@@ -63,10 +64,29 @@ static void throw_status(napi_env env, const char *call) {
     }                                   \
   } while (0)
 
-static addon_state_t *state_of(napi_env env) {
+/*
+ * The environment's state, given to every function that needs it as its
+ * data when the module registered it, and its arguments (up to *argc into
+ * argv; argc NULL for none).  NULL, with an exception pending, if Node-API
+ * could not tell them.
+ */
+static addon_state_t *state_of(napi_env env, napi_callback_info info, size_t *argc,
+                               napi_value *argv) {
   void *data = NULL;
-  if (napi_get_instance_data(env, &data) != napi_ok) return NULL;
+  if (napi_get_cb_info(env, info, argc, argv, NULL, &data) != napi_ok) {
+    throw_status(env, "napi_get_cb_info");
+    return NULL;
+  }
+  if (data == NULL) napi_throw_error(env, NULL, "customlabels: called without its environment's state");
   return data;
+}
+
+/* Throws the message of `status` (cl_strerror) for what was being done. */
+static napi_value fail(napi_env env, const char *doing, int status) {
+  char message[320];
+  snprintf(message, sizeof(message), "customlabels: %s: %s", doing, cl_strerror(status));
+  napi_throw_error(env, NULL, message);
+  return NULL;
 }
 
 static napi_value number(napi_env env, double value) {
@@ -87,14 +107,14 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
 
 /*
  * parcaCopy(): { buffer, delta, reason } for Parca Agent's place
- * (src/parca.c): buffer, an 8-byte ArrayBuffer over the copy, or null where
+ * (src/arch_aarch64.c): buffer, an 8-byte ArrayBuffer over the copy, or null where
  * none is kept; delta, its distance from the slot (0 where Parca Agent
  * reads the slot, -1 where it could not be told); reason, null where
  * Parca Agent is served, else why not.
  */
 static napi_value parca_copy_buffer(napi_env env, napi_callback_info info) {
-  (void)info;
-  addon_state_t *state = state_of(env);
+  addon_state_t *state = state_of(env, info, NULL, NULL);
+  if (state == NULL) return NULL;
   napi_value result, buffer, reason;
   if (state->copy != NULL) {
     /* Like slot(): the copy lives in the thread's TLS block. */
@@ -121,13 +141,10 @@ static napi_value parca_copy_buffer(napi_env env, napi_callback_info info) {
  * is also when the last JavaScript that could use it is gone.
  */
 static napi_value arena_buffer(napi_env env, napi_callback_info info) {
-  (void)info;
-  addon_state_t *state = state_of(env);
+  addon_state_t *state = state_of(env, info, NULL, NULL);
+  if (state == NULL) return NULL;
   cl_status_t status = cl_arena_map(&state->arena);
-  if (status != CL_OK) {
-    napi_throw_error(env, NULL, cl_strerror(status));
-    return NULL;
-  }
+  if (status != CL_OK) return fail(env, "could not map this thread's label arena", status);
   uintptr_t base = (uintptr_t)state->arena.base;
   napi_value buffer, result;
   CALL(env, napi_create_external_arraybuffer(env, state->arena.base, CL_ARENA_BYTES,
@@ -152,9 +169,8 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
 static napi_value adopt_arena(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value buffer;
-  void *data;
-  CALL(env, napi_get_cb_info(env, info, &argc, &buffer, NULL, &data));
-  addon_state_t *state = data;
+  addon_state_t *state = state_of(env, info, &argc, &buffer);
+  if (state == NULL) return NULL;
   bool is_buffer = false;
   void *base = NULL;
   size_t bytes = 0;
@@ -170,8 +186,7 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
   cl_status_t status = cl_arena_adopt(&state->arena, base);
   if (status != CL_OK) {
     napi_delete_reference(env, ref);
-    napi_throw_error(env, NULL, cl_strerror(status));
-    return NULL;
+    return fail(env, "could not adopt the set writer's memory as this thread's arena", status);
   }
   state->adopted = ref;
   uint64_t address = (uintptr_t)base;
@@ -188,8 +203,8 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
  * the environment is torn down.
  */
 static napi_value request_buffer(napi_env env, napi_callback_info info) {
-  (void)info;
-  addon_state_t *state = state_of(env);
+  addon_state_t *state = state_of(env, info, NULL, NULL);
+  if (state == NULL) return NULL;
   napi_value result;
   CALL(env, napi_create_external_arraybuffer(env, state->request, sizeof(state->request),
                                              NULL, NULL, &result));
@@ -211,9 +226,8 @@ static napi_value request_buffer(napi_env env, napi_callback_info info) {
 static napi_value write_set(napi_env env, napi_callback_info info) {
   size_t argc = 2 * CL_MAX_LABELS + 1;
   napi_value argv[2 * CL_MAX_LABELS + 1];
-  void *data;
-  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
-  addon_state_t *state = data;
+  addon_state_t *state = state_of(env, info, &argc, argv);
+  if (state == NULL) return NULL;
   const cl_arena_t *arena = &state->arena;
   uint32_t *request = state->request;
   uint32_t offset = request[0], end = request[1];
@@ -255,61 +269,6 @@ static napi_value set_number(napi_env env, napi_value object, const char *name, 
   if (v == NULL) return NULL;
   CALL(env, napi_set_named_property(env, object, name, v));
   return object;
-}
-
-typedef struct {
-  napi_env env;
-  napi_value array;
-  uint32_t n;
-  bool failed;
-} read_ctx_t;
-
-static napi_value bytes(napi_env env, const custom_labels_string_t *s) {
-  napi_value result;
-  void *copy;
-  CALL(env, napi_create_buffer_copy(env, s->len, s->len ? s->buf : (const void *)"", &copy, &result));
-  return result;
-}
-
-static void push_label(const custom_labels_string_t *key,
-                       const custom_labels_string_t *value, void *opaque) {
-  read_ctx_t *ctx = opaque;
-  if (ctx->failed) return;
-  napi_value pair, k = bytes(ctx->env, key), v = bytes(ctx->env, value);
-  ctx->failed = k == NULL || v == NULL ||
-                napi_create_array_with_length(ctx->env, 2, &pair) != napi_ok ||
-                napi_set_element(ctx->env, pair, 0, k) != napi_ok ||
-                napi_set_element(ctx->env, pair, 1, v) != napi_ok ||
-                napi_set_element(ctx->env, ctx->array, ctx->n++, pair) != napi_ok;
-}
-
-/*
- * readPublished(): test-only.  Decodes what this thread's
- * custom_labels_current_set points at, as a profiler would: null for a NULL
- * pointer, else [[keyBuffer, valueBuffer], ...].
- */
-static napi_value read_published(napi_env env, napi_callback_info info) {
-  (void)info;
-  const custom_labels_labelset_t *set = cl_published();
-  napi_value result;
-  if (set == NULL) {
-    CALL(env, napi_get_null(env, &result));
-    return result;
-  }
-  read_ctx_t ctx = {env, NULL, 0, false};
-  CALL(env, napi_create_array(env, &ctx.array));
-  cl_labelset_read(set, push_label, &ctx);
-  if (ctx.failed) {
-    throw_status(env, "readPublished");
-    return NULL;
-  }
-  return ctx.array;
-}
-
-/* publishedAddress(): test-only; the raw pointer value of this thread's slot. */
-static napi_value published_address(napi_env env, napi_callback_info info) {
-  (void)info;
-  return number(env, (double)(uintptr_t)cl_published());
 }
 
 typedef struct {
@@ -371,18 +330,11 @@ static napi_value otel_enabled_buffer(napi_env env, napi_callback_info info) {
   return result;
 }
 
-static napi_value otel_fail(napi_env env, int status) {
-  char message[160];
-  snprintf(message, sizeof(message), "customlabels: %s", cl_otel_strerror(status));
-  napi_throw_error(env, NULL, message);
-  return NULL;
-}
-
 /* otelEnable(): publishes the process context and turns the thread context on. */
 static napi_value otel_enable(napi_env env, napi_callback_info info) {
   (void)info;
   int status = cl_otel_v1_enable();
-  if (status != CL_OTEL_OK) return otel_fail(env, status);
+  if (status != CL_OK) return fail(env, "could not enable the OpenTelemetry thread context", status);
   napi_value result;
   CALL(env, napi_get_undefined(env, &result));
   return result;
@@ -408,8 +360,8 @@ static bool utf8_of(napi_env env, napi_value value, char *buf, size_t size, size
 /*
  * otelSetResource([key, value or null, ...]): sets (null: removes)
  * resource attributes of the process context, all or none, and returns the
- * cl_otel_status_t: lib/threadcontext.js words a refusal for the argument
- * that caused it.
+ * cl_status_t: lib/threadcontext.js words a refusal for the argument that
+ * caused it.
  */
 static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -418,7 +370,7 @@ static napi_value otel_set_resource(napi_env env, napi_callback_info info) {
   uint32_t length = 0;
   CALL(env, napi_get_array_length(env, argv[0], &length));
   size_t n = length / 2;
-  if (n > CL_OTEL_MAX_RESOURCE) return number(env, CL_OTEL_ETOOMANY);
+  if (n > CL_OTEL_MAX_RESOURCE) return number(env, CL_ETOOMANY);
   /* Owner: this call; the process context copies what it keeps. */
   cl_otel_attr_t *attrs = calloc(n ? n : 1, sizeof(*attrs));
   char *strings = malloc((n ? n : 1) * (CL_OTEL_MAX_RESOURCE_KEY + CL_OTEL_MAX_RESOURCE_VALUE + 4));
@@ -469,59 +421,9 @@ static napi_value otel_key_index(napi_env env, napi_callback_info info) {
   if (!utf8_of(env, argv[0], key, sizeof(key), &len)) return NULL;
   bool first = false;
   int index = cl_otel_v1_key_index(key, len, &first);
-  if (index == CL_OTEL_EFULL) index = first ? -2 : -1;
-  else if (index < 0) return otel_fail(env, index);
+  if (index == CL_EFULL) index = first ? -2 : -1;
+  else if (index < 0) return fail(env, "could not add a key to the OpenTelemetry thread context", index);
   return number(env, index);
-}
-
-/* otelPayload(): test-only; the published payload as a Buffer, or null. */
-static napi_value otel_payload(napi_env env, napi_callback_info info) {
-  (void)info;
-  unsigned char *copy = malloc(CL_OTEL_PAYLOAD_MAX); /* owner: this call */
-  if (copy == NULL) {
-    napi_throw_error(env, NULL, "customlabels: out of memory");
-    return NULL;
-  }
-  long len = cl_otel_v1_payload(copy, CL_OTEL_PAYLOAD_MAX);
-  napi_value result = NULL;
-  void *data;
-  if (len < 0) {
-    if (napi_get_null(env, &result) != napi_ok) throw_status(env, "napi_get_null");
-  } else if (napi_create_buffer_copy(env, (size_t)len, copy, &data, &result) != napi_ok) {
-    throw_status(env, "napi_create_buffer_copy");
-    result = NULL;
-  }
-  free(copy);
-  return result;
-}
-
-/*
- * readOtelRecord(): test-only.  The record this thread's otel_thread_ctx_v1
- * points at, as a reader takes it: null for NULL, else a Buffer with the
- * 28-byte header and attrs-data-size bytes of attributes (at most
- * CL_OTEL_RECORD_MAX bytes in all).
- */
-static napi_value read_otel_record(napi_env env, napi_callback_info info) {
-  (void)info;
-  const unsigned char *record = *cl_otel_slot();
-  napi_value result;
-  if (record == NULL) {
-    CALL(env, napi_get_null(env, &result));
-    return result;
-  }
-  uint16_t attrs;
-  memcpy(&attrs, record + CL_OTEL_RECORD_ATTRS_SIZE, sizeof(attrs));
-  size_t size = CL_OTEL_RECORD_HEADER + (size_t)attrs;
-  if (size > CL_OTEL_RECORD_MAX) size = CL_OTEL_RECORD_MAX;
-  void *copy;
-  CALL(env, napi_create_buffer_copy(env, size, record, &copy, &result));
-  return result;
-}
-
-/* otelHeader(): test-only; the address of the OTEL_CTX header, 0 if none. */
-static napi_value otel_header(napi_env env, napi_callback_info info) {
-  (void)info;
-  return number(env, (double)(uintptr_t)cl_otel_v1_header());
 }
 
 /*
@@ -553,9 +455,8 @@ static napi_value tls_placement(napi_env env, napi_callback_info info) {
 static napi_value mark_thread(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
-  void *data;
-  CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
-  addon_state_t *state = data;
+  addon_state_t *state = state_of(env, info, &argc, argv);
+  if (state == NULL) return NULL;
   int64_t id = 0;
   if (state->mark == NULL && argc == 1 && napi_get_value_int64(env, argv[0], &id) == napi_ok && id >= 0)
     state->mark = cl_thread_mark((uint64_t)id, &state->mark_bytes);
@@ -568,8 +469,10 @@ static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
   cl_thread_unmark(state->mark, state->mark_bytes);
-  /* The pointer is cleared before adopted memory may be freed with its buffer. */
-  cl_arena_destroy(&state->arena, state->copy);
+  /* The thread's pointers into the arena are cleared before its memory is
+   * unmapped, or, adopted, may be freed with its buffer. */
+  if (state->arena.base != NULL) cl_unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
+  cl_arena_destroy(&state->arena);
   if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
@@ -634,23 +537,18 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   }
   const napi_property_descriptor props[] = {
       {"slot", NULL, slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"adoptArena", NULL, adopt_arena, NULL, NULL, NULL, napi_enumerable, state},
-      {"readPublished", NULL, read_published, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"publishedAddress", NULL, published_address, NULL, NULL, NULL, napi_enumerable, NULL},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"parcaCopy", NULL, parca_copy_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"parcaCopy", NULL, parca_copy_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnabled", NULL, otel_enabled_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetResource", NULL, otel_set_resource, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"otelPayload", NULL, otel_payload, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"readOtelRecord", NULL, read_otel_record, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
       {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };

@@ -6,7 +6,6 @@
 #include <sys/prctl.h>
 
 #include "customlabels.h"
-#include "otel.h"
 
 _Static_assert((CL_ARENA_BYTES & (CL_ARENA_BYTES - 1)) == 0,
                "the arena's size is a power of two, so aligning to it keeps it within 4 GiB");
@@ -71,33 +70,8 @@ cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base) {
   return CL_OK;
 }
 
-static bool inside(const cl_arena_t *arena, const void *pointer) {
-  const unsigned char *p = pointer;
-  return p != NULL && p >= arena->base && p < arena->base + CL_ARENA_BYTES;
-}
-
-void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy) {
-  if (arena->base == NULL) return;
-  /* The thread's pointers go first, so they never point at freed memory:
-   * the copy before the slot, as lib/context.js writes them. */
-  if (copy != NULL && inside(arena, __atomic_load_n(copy, __ATOMIC_RELAXED)))
-    __atomic_store_n(copy, NULL, __ATOMIC_RELEASE);
-  if (inside(arena, cl_published())) cl_publish(NULL);
-  /* The thread-context record of a set lives in the set's block, so
-   * otel_thread_ctx_v1 may point into the arena too. */
-  void **record = cl_otel_slot();
-  if (inside(arena, __atomic_load_n(record, __ATOMIC_RELAXED)))
-    __atomic_store_n(record, NULL, __ATOMIC_RELEASE);
+void cl_arena_destroy(cl_arena_t *arena) {
   if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
   arena->owned = false;
-}
-
-const char *cl_strerror(cl_status_t status) {
-  switch (status) {
-    case CL_OK: return "ok";
-    case CL_ENOMEM: return "out of memory for the label arena";
-    case CL_EBUSY: return "the label arena has its memory already";
-  }
-  return "unknown error";
 }

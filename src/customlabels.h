@@ -2,6 +2,23 @@
  * The Custom Label ABI v1 as seen from C, and the per-thread arena that
  * stores label sets.  Nothing in this header or in the files that implement
  * it knows about Node-API; src/addon.c is the only glue.
+ *
+ * State.  Per-environment state (a thread's arena, the mapping that names
+ * it) belongs to src/addon.c's instance data.  What outlives an
+ * environment, or is one per process by its nature, is this, and nothing
+ * else:
+ *   - the ABI's thread-locals, custom_labels_current_set and, beside it,
+ *     otel_thread_ctx_v1 (src/abi.c): the interface readers look at, one
+ *     per thread, written only by the thread's own JavaScript;
+ *   - the OpenTelemetry process context (src/process_ctx.c): a mapping, its
+ *     key map and the word that says it is on, behind a mutex, because the
+ *     OTEP makes it one per process and every thread's records index the
+ *     same key map;
+ *   - one word in src/abi.c that makes the CUSTOMLABELS_DYNAMIC_TLS warning
+ *     once per process, because whether the module is in dynamic TLS is a
+ *     fact about the process, not about one environment;
+ *   - the module itself, which stays loaded for the life of the process
+ *     (cl_stay_loaded) so that its TLS block stays where readers find it.
  */
 #ifndef CUSTOMLABELS_H
 #define CUSTOMLABELS_H
@@ -28,27 +45,56 @@ typedef struct {
 } custom_labels_labelset_t;
 
 /*
- * The ABI's two exported objects, defined in src/abi.c.  The thread-local
- * pointer is the only mutable global of the project: it is the interface.
+ * The one set of status codes of the C side: 0 or a negative code, and
+ * cl_strerror() for the message a user reads (src/addon.c puts
+ * "customlabels: " and what was being done in front of it).  The codes
+ * from CL_ENOMEM to CL_EBUDGET are also what the exported process-context
+ * functions return (src/otel.h), to copies of the addon other than the one
+ * that defines them: their values never change, and a new code takes a new
+ * value.
  */
+typedef enum {
+  CL_OK = 0,
+  CL_ENOMEM = -1,    /* no memory for the arena, the process context or its mapping */
+  CL_ETOOBIG = -2,   /* the process context's payload would not fit its mapping */
+  CL_EFULL = -3,     /* the key map holds CL_OTEL_MAX_KEYS keys already */
+  CL_EINVAL = -4,    /* a key or value outside the limits of src/otel.h */
+  CL_EDISABLED = -5, /* the process context was not enabled */
+  CL_ETOOMANY = -6,  /* more than CL_OTEL_MAX_RESOURCE resource attributes */
+  CL_EBUDGET = -7,   /* resource attributes over CL_OTEL_MAX_RESOURCE_BYTES */
+  CL_EBUSY = -8      /* the arena has its memory already */
+} cl_status_t;
+
+const char *cl_strerror(int status);
+
+/* The ABI's two exported objects, defined in src/abi.c. */
 extern const uint32_t custom_labels_abi_version;
 extern __thread custom_labels_labelset_t *custom_labels_current_set;
 
-/* Publishes `set` (or NULL) for the calling thread with one 8-byte store. */
-void cl_publish(custom_labels_labelset_t *set);
-/* The calling thread's published set. */
-custom_labels_labelset_t *cl_published(void);
 /* Address of the calling thread's slot, for the JavaScript fast path. */
 custom_labels_labelset_t **cl_slot(void);
+
+/*
+ * Clears each pointer of the calling thread that readers follow and that
+ * points into the `bytes` at `start`: the copy for Parca Agent (`copy`, from
+ * cl_parca_copy, or NULL), custom_labels_current_set and
+ * otel_thread_ctx_v1, in that order, the order lib/context.js writes them
+ * in.  Called before that memory is given back, so that no reader ever
+ * follows one of them into it.
+ */
+void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset_t **copy);
 
 /*
  * The module's TLS block, laid out in src/abi.c: otel_thread_ctx_v1 at 0,
  * custom_labels_current_set at CL_TLS_SLOT, and on aarch64 room from
  * CL_TLS_COPY_FIRST to CL_TLS_COPY_END for the second copy of the pointer
- * that Parca Agent reads (src/parca.c).  Then, from CL_TLS_FRAME_FIRST, the
- * thread-locals of frame mode, which readers that walk V8's
- * AsyncContextFrame look for (cl_frame_tls_t below): 48 bytes.  Small
- * enough for glibc's static TLS.
+ * that Parca Agent reads (src/arch_aarch64.c).  Then, from
+ * CL_TLS_FRAME_FIRST, the thread-locals of frame mode, which readers that
+ * walk V8's AsyncContextFrame look for (cl_frame_tls_t below): 48 bytes.
+ * Small enough for glibc's static TLS.  The size is the one thing about the
+ * block that differs by architecture, and src/abi.c lays the block out in
+ * one piece of assembly, so it is chosen here rather than in a file per
+ * architecture.
  */
 #define CL_TLS_SLOT 8
 #define CL_TLS_COPY_FIRST 16
@@ -108,6 +154,13 @@ bool cl_stay_loaded(void);
  */
 bool cl_static_tls(long *offset);
 
+/*
+ * The second word of this module's TLSDESC descriptor for
+ * custom_labels_current_set, and in `tp` the thread pointer readers add it
+ * to: read as the architecture reads them (src/arch_*.c).
+ */
+uintptr_t cl_slot_descriptor_word(uintptr_t *tp);
+
 /* True for the first caller in the process only: the one that warns that
  * the module is in dynamic TLS. */
 bool cl_claim_dynamic_warning(void);
@@ -160,10 +213,11 @@ size_t cl_peers(cl_peer_cb emit, void *ctx);
  * addon's own is aligned to its own size, so it never crosses a 4 GiB
  * boundary; adopted memory may (lib/encode.js carries into the upper half).
  *
- * Owner: the thread's Node-API environment (src/addon.c).  It unmaps its own
- * mapping in cl_arena_destroy() when the environment is torn down, after
- * clearing the thread's pointer if it points into the arena; adopted memory
- * is kept alive by a reference the environment holds until then.
+ * Owner: the thread's Node-API environment (src/addon.c).  When the
+ * environment is torn down it clears the thread's pointers that point into
+ * the arena (cl_unpublish_within), then unmaps the arena's own mapping
+ * (cl_arena_destroy); adopted memory is kept alive by a reference the
+ * environment holds until then.
  */
 #define CL_CHUNK_BYTES (64 * 1024)
 #define CL_ARENA_CHUNKS 16
@@ -176,24 +230,16 @@ typedef struct {
   bool owned;          /* base is a mapping of the arena's own, to unmap */
 } cl_arena_t;
 
-typedef enum {
-  CL_OK = 0,
-  CL_ENOMEM = -1,
-  CL_EBUSY = -2
-} cl_status_t;
-
 void cl_arena_init(cl_arena_t *arena);
 /* Maps the arena if it has no memory yet. */
 cl_status_t cl_arena_map(cl_arena_t *arena);
 /* Makes `base`, CL_ARENA_BYTES that the caller keeps alive and unmoved until
  * cl_arena_destroy(), the arena's memory; CL_EBUSY if it has memory already. */
 cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base);
-/* Clears the thread's pointer, its copy `copy` (cl_parca_copy, or NULL)
- * and its otel_thread_ctx_v1 where they point into the arena, the copy
- * before the slot, then unmaps the arena's own mapping (adopted memory is
- * left to its owner). */
-void cl_arena_destroy(cl_arena_t *arena, custom_labels_labelset_t **copy);
-const char *cl_strerror(cl_status_t status);
+/* Unmaps the arena's own mapping; adopted memory is left to its owner.  The
+ * caller first takes back every pointer into the arena that readers follow
+ * (cl_unpublish_within). */
+void cl_arena_destroy(cl_arena_t *arena);
 
 /*
  * Writing a set.  JavaScript places a set's block in the arena (lib/arena.js)
@@ -224,15 +270,5 @@ typedef struct {
  * string copied), or 0. */
 size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
                                const cl_units_t *strings, size_t n);
-
-/*
- * Reading a set the way the ABI tells a profiler to: `count` entries,
- * entries with a NULL key skipped, the first entry of a key wins.  Calls
- * `emit` for each label that counts, in storage order; returns how many.
- */
-typedef void (*cl_label_cb)(const custom_labels_string_t *key,
-                            const custom_labels_string_t *value, void *ctx);
-size_t cl_labelset_read(const custom_labels_labelset_t *set, cl_label_cb emit,
-                        void *ctx);
 
 #endif

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "customlabels.h"
+
 /* ---- Thread context (OTEP 4947), defined in src/abi.c ---- */
 
 /* The record's fixed part: 28 bytes, packed, 2-byte aligned. */
@@ -50,7 +52,6 @@ typedef struct {
 #define CL_OTEL_MAX_RESOURCE_KEY 255    /* bytes of a resource attribute's key */
 #define CL_OTEL_MAX_RESOURCE_VALUE 4096 /* bytes of its value */
 #define CL_OTEL_KEY_MAX 255             /* bytes of a thread-context key */
-#define CL_OTEL_PAYLOAD_MAX 65536       /* bytes of payload, as readers accept */
 /*
  * Bytes that all the resource attributes together may take in the payload,
  * as encoded (each a KeyValue of ProcessContext.resource, tag and length
@@ -58,19 +59,6 @@ typedef struct {
  * always has room for its 256 keys of labels (at most 25 bytes each).
  */
 #define CL_OTEL_MAX_RESOURCE_BYTES (48 * 1024)
-
-typedef enum {
-  CL_OTEL_OK = 0,
-  CL_OTEL_ENOMEM = -1,   /* no memory for the state or the mapping */
-  CL_OTEL_ETOOBIG = -2,  /* the payload would not fit in the mapping */
-  CL_OTEL_EFULL = -3,    /* the key map holds CL_OTEL_MAX_KEYS keys already */
-  CL_OTEL_EINVAL = -4,   /* an argument outside the limits above */
-  CL_OTEL_EDISABLED = -5, /* the process context was not enabled */
-  CL_OTEL_ETOOMANY = -6, /* more than CL_OTEL_MAX_RESOURCE resource attributes */
-  CL_OTEL_EBUDGET = -7   /* resource attributes over CL_OTEL_MAX_RESOURCE_BYTES */
-} cl_otel_status_t;
-
-const char *cl_otel_strerror(int status);
 
 /*
  * The process context is one per process, shared by every thread and by
@@ -85,7 +73,7 @@ const char *cl_otel_strerror(int status);
 /*
  * Publishes the process context if it is not published yet, and turns the
  * thread context on for the whole process (cl_otel_v1_enabled).
- * Returns CL_OTEL_OK or a negative cl_otel_status_t.
+ * Returns CL_OK or a negative cl_status_t.
  */
 CL_EXPORT int cl_otel_v1_enable(void);
 
@@ -94,9 +82,9 @@ CL_EXPORT int cl_otel_v1_enable(void);
  * published process context, following the OTEP's updating protocol once
  * for all `n` changes.  All of them are applied, or none: the attributes
  * they would leave are checked first, with those set by earlier calls
- * (CL_OTEL_ETOOMANY, CL_OTEL_EBUDGET, CL_OTEL_ETOOBIG when the payload
- * would not fit the mapping, CL_OTEL_ENOMEM), and a refused call changes
- * nothing.  Keys starting with "threadlocal." are refused (CL_OTEL_EINVAL).
+ * (CL_ETOOMANY, CL_EBUDGET, CL_ETOOBIG when the payload
+ * would not fit the mapping, CL_ENOMEM), and a refused call changes
+ * nothing.  Keys starting with "threadlocal." are refused (CL_EINVAL).
  */
 typedef struct {
   const char *key;
@@ -108,7 +96,7 @@ CL_EXPORT int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n);
 
 /*
  * The index of `key` in threadlocal.attribute_key_map, appending it (and
- * updating the process context) if it is new.  CL_OTEL_EFULL when the map
+ * updating the process context) if it is new.  CL_EFULL when the map
  * is full: it holds CL_OTEL_MAX_KEYS keys, or the payload with this key
  * would not fit the mapping; the map is then left as it was.
  * `*first_refusal` is true exactly once per process, for the first key
@@ -121,15 +109,6 @@ CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refu
  * JavaScript in every thread reads it through an ArrayBuffer.
  */
 CL_EXPORT const volatile uint32_t *cl_otel_v1_enabled(void);
-
-/*
- * The payload as published now, copied into `buf` (at most `size` bytes);
- * returns its length, or a negative status.  For tests.
- */
-CL_EXPORT long cl_otel_v1_payload(unsigned char *buf, size_t size);
-
-/* The address of the mapping's header, or NULL before enabling. For tests. */
-CL_EXPORT const cl_otel_ctx_header_t *cl_otel_v1_header(void);
 
 /*
  * The payload: a protobuf opentelemetry.proto.processcontext.v1development

@@ -106,20 +106,6 @@ static void install_fork_handlers(void) {
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-const char *cl_otel_strerror(int status) {
-  switch (status) {
-    case CL_OTEL_OK: return "ok";
-    case CL_OTEL_ENOMEM: return "out of memory for the OpenTelemetry process context";
-    case CL_OTEL_ETOOBIG: return "the OpenTelemetry process context would exceed its 64 KiB mapping";
-    case CL_OTEL_EFULL: return "the thread context's key map holds 256 keys already";
-    case CL_OTEL_EINVAL: return "an argument beyond the limits of the OpenTelemetry process context";
-    case CL_OTEL_EDISABLED: return "the OpenTelemetry thread context is not enabled";
-    case CL_OTEL_ETOOMANY: return "the OpenTelemetry process context would hold more than 128 resource attributes";
-    case CL_OTEL_EBUDGET: return "the resource attributes would take more than 48 KiB of the OpenTelemetry process context";
-  }
-  return "unknown error";
-}
-
 /* ---- Protobuf, the few messages the payload needs ---- */
 
 enum { WIRE_LEN = 2 };
@@ -341,9 +327,9 @@ static void *map_context(void) {
 /* First publication: payload and fields, a barrier, the signature last. */
 static int publish_first(state_t *s) {
   size_t len = encode_state(s, s->n_keys);
-  if (len == 0) return CL_OTEL_ETOOBIG;
+  if (len == 0) return CL_ETOOBIG;
   cl_otel_ctx_header_t *h = map_context();
-  if (h == NULL) return CL_OTEL_ENOMEM;
+  if (h == NULL) return CL_ENOMEM;
   unsigned char *payload = (unsigned char *)h + PAYLOAD_OFFSET;
   memcpy(payload, s->scratch, len);
   h->version = CL_OTEL_CTX_VERSION;
@@ -355,7 +341,7 @@ static int publish_first(state_t *s) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   name_mapping(h);
   s->header = h;
-  return CL_OTEL_OK;
+  return CL_OK;
 }
 
 /* The updating protocol: published_at_ns to 0, the new payload (the `len`
@@ -400,8 +386,8 @@ static bool same(const string_t *s, const void *bytes, size_t len) {
 int cl_otel_v1_enable(void) {
   pthread_mutex_lock(&lock);
   state_t *s = state();
-  int status = s == NULL ? CL_OTEL_ENOMEM : s->header != NULL ? CL_OTEL_OK : publish_first(s);
-  if (status == CL_OTEL_OK) __atomic_store_n(&enabled_word, 1, __ATOMIC_RELEASE);
+  int status = s == NULL ? CL_ENOMEM : s->header != NULL ? CL_OK : publish_first(s);
+  if (status == CL_OK) __atomic_store_n(&enabled_word, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&lock);
   return status;
 }
@@ -517,29 +503,29 @@ static void commit_proposed(state_t *s, const proposed_t *p, size_t m) {
  * then does the state change, and from then on nothing can fail.
  */
 static int apply_proposed(state_t *s, proposed_t *p, size_t m) {
-  if (m > CL_OTEL_MAX_RESOURCE) return CL_OTEL_ETOOMANY;
+  if (m > CL_OTEL_MAX_RESOURCE) return CL_ETOOMANY;
   cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE];
   size_t bytes = 0;
   for (size_t i = 0; i < m; i++) {
     attrs[i] = p[i].attr;
     bytes += string_attribute_size(p[i].attr.key_len, p[i].attr.value_len);
   }
-  if (bytes > CL_OTEL_MAX_RESOURCE_BYTES) return CL_OTEL_EBUDGET;
+  if (bytes > CL_OTEL_MAX_RESOURCE_BYTES) return CL_EBUDGET;
   size_t len = encode_payload(s, attrs, m, s->n_keys);
-  if (len == 0) return CL_OTEL_ETOOBIG;
-  if (!copy_proposed(p, m)) return CL_OTEL_ENOMEM;
+  if (len == 0) return CL_ETOOBIG;
+  if (!copy_proposed(p, m)) return CL_ENOMEM;
   commit_proposed(s, p, m);
   /* s->scratch holds the payload of the state as committed. */
   write_payload(s, len);
-  return CL_OTEL_OK;
+  return CL_OK;
 }
 
 /* Applies `changes`, all or none.  Call with the lock held. */
 static int change_resource(state_t *s, const cl_otel_attr_t *changes, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (!valid_change(&changes[i])) return CL_OTEL_EINVAL;
+    if (!valid_change(&changes[i])) return CL_EINVAL;
   proposed_t *p = malloc((s->n_resource + n + 1) * sizeof(*p)); /* owner: this call */
-  if (p == NULL) return CL_OTEL_ENOMEM;
+  if (p == NULL) return CL_ENOMEM;
   int status = apply_proposed(s, p, propose(s, changes, n, p));
   free(p);
   return status;
@@ -548,19 +534,19 @@ static int change_resource(state_t *s, const cl_otel_attr_t *changes, size_t n) 
 int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n) {
   pthread_mutex_lock(&lock);
   state_t *s = state();
-  int status = s == NULL ? CL_OTEL_ENOMEM : change_resource(s, attrs, n);
+  int status = s == NULL ? CL_ENOMEM : change_resource(s, attrs, n);
   pthread_mutex_unlock(&lock);
   return status;
 }
 
 int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal) {
   *first_refusal = false;
-  if (key == NULL || len == 0 || len > CL_OTEL_KEY_MAX) return CL_OTEL_EINVAL;
+  if (key == NULL || len == 0 || len > CL_OTEL_KEY_MAX) return CL_EINVAL;
   pthread_mutex_lock(&lock);
   state_t *s = ctx;
   int result;
   if (s == NULL || s->header == NULL) {
-    result = CL_OTEL_EDISABLED;
+    result = CL_EDISABLED;
     goto done;
   }
   for (size_t i = 0; i < s->n_keys; i++) {
@@ -577,7 +563,7 @@ int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal) {
   size_t payload_len = 0;
   if (fits) {
     if (!copy_string(&s->keys[s->n_keys], key, len)) {
-      result = CL_OTEL_ENOMEM;
+      result = CL_ENOMEM;
       goto done;
     }
     payload_len = encode_state(s, s->n_keys + 1);
@@ -587,7 +573,7 @@ int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal) {
   if (!fits) {
     *first_refusal = !s->refused;
     s->refused = true;
-    result = CL_OTEL_EFULL;
+    result = CL_EFULL;
     goto done;
   }
   s->n_keys++;
@@ -599,25 +585,3 @@ done:
 }
 
 const volatile uint32_t *cl_otel_v1_enabled(void) { return &enabled_word; }
-
-long cl_otel_v1_payload(unsigned char *buf, size_t size) {
-  pthread_mutex_lock(&lock);
-  long result;
-  if (ctx == NULL || ctx->header == NULL) {
-    result = CL_OTEL_EDISABLED;
-  } else {
-    size_t len = ctx->header->payload_size;
-    if (len > size) len = size;
-    memcpy(buf, ctx->header->payload, len);
-    result = (long)ctx->header->payload_size;
-  }
-  pthread_mutex_unlock(&lock);
-  return result;
-}
-
-const cl_otel_ctx_header_t *cl_otel_v1_header(void) {
-  pthread_mutex_lock(&lock);
-  const cl_otel_ctx_header_t *h = ctx == NULL ? NULL : ctx->header;
-  pthread_mutex_unlock(&lock);
-  return h;
-}

@@ -189,7 +189,7 @@ describe('the packed tarball: customlabels/otel', function () {
     // Read through the installed copy's own addon (the prebuilt one).
     const reader = `
       const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'internals.js')).addon;
-      const tls = { published: () => { const p = native.binding.readPublished(); return p && Object.fromEntries(p.map(([k, v]) => [String(k), String(v)])); } };
+      const tls = require(${JSON.stringify(path.join(__dirname, 'helpers', 'tls'))}).reader(native.file);
     `;
     const probe = `${reader}
       const out = { file: native.file, main: require('customlabels').withLabels({ r: '1' }, () => tls.published()) };

@@ -275,9 +275,7 @@ describe('external view (readelf, gdb)', function () {
         'cl_frame_tls',
         'cl_otel_v1_enable',
         'cl_otel_v1_enabled',
-        'cl_otel_v1_header',
         'cl_otel_v1_key_index',
-        'cl_otel_v1_payload',
         'cl_otel_v1_set_resource',
         'custom_labels_abi_version',
         'custom_labels_als_handle',
@@ -333,8 +331,8 @@ describe('external view (readelf, gdb)', function () {
     });
 
     // Two pointers; on aarch64 32 more bytes, room for the copy of the
-    // pointer that Parca Agent reads (src/parca.c); then frame mode's 48
-    // bytes.  Either way small enough for glibc's static TLS.
+    // pointer that Parca Agent reads (src/arch_aarch64.c); then frame mode's
+    // 48 bytes.  Either way small enough for glibc's static TLS.
     it('has a TLS block of two pointers, on aarch64 room for Parca Agent\'s copy, and frame mode\'s 48 bytes', function () {
       const tls = programHeaders().filter((p) => p.type === 'TLS');
       assert.equal(tls.length, 1, 'one PT_TLS segment');
@@ -355,8 +353,7 @@ describe('external view (readelf, gdb)', function () {
       const relocs = relocations();
       const calls = relocs.filter((r) => r.symbol !== null && r.symbol.startsWith('cl_otel_v1_'));
       assert.deepEqual(calls.map((r) => r.symbol).sort(), [
-        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_header', 'cl_otel_v1_key_index',
-        'cl_otel_v1_payload', 'cl_otel_v1_set_resource',
+        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_key_index', 'cl_otel_v1_set_resource',
       ]);
       for (const r of calls) assert.match(r.type, /JUMP_SLOT/, `${r.symbol} relocation`);
     });

@@ -15,6 +15,11 @@ const { supported, unsupportedReason } = require('..');
 const { why, skipUnderEmulation } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { OLDEST, compareVersions, newestGlibc } = require('./helpers/glibc');
+// What a profiler reads, through the installed copy's own addon.  Required
+// here so that its test addon is built with this PATH, before children
+// that run on a PATH with no compiler use it.
+const TLS = path.join(__dirname, 'helpers', 'tls.js');
+require(TLS);
 
 const FAKE = path.join(__dirname, 'helpers/fake-platform.js');
 
@@ -104,7 +109,8 @@ describe('the packed tarball', function () {
     const script = `
       const { withLabels, supported } = require(${JSON.stringify(installed)});
       const native = require(${JSON.stringify(path.join(installed, 'lib', 'internals'))}).addon;
-      const read = () => native.binding.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
+      const tls = require(${JSON.stringify(TLS)}).reader(native.file);
+      const read = () => { const p = tls.published(); return p && Object.entries(p); };
       const inside = withLabels({ route: '/checkout', user: '42' }, read);
       const writer = require(${JSON.stringify(path.join(installed, 'lib', 'internals'))}).setwriter;
       console.log(JSON.stringify({ supported, file: native.file, inside, after: read(), wasm: writer.write !== null }));
@@ -136,7 +142,8 @@ describe('the packed tarball', function () {
     const script = `
       const { withLabels } = require(${JSON.stringify(copy)});
       const native = require(${JSON.stringify(path.join(copy, 'lib', 'internals'))}).addon;
-      console.log(JSON.stringify({ file: native.file, seen: withLabels({ built: 'here' }, () => native.binding.readPublished().length) }));
+      const tls = require(${JSON.stringify(TLS)}).reader(native.file);
+      console.log(JSON.stringify({ file: native.file, seen: withLabels({ built: 'here' }, () => Object.keys(tls.published()).length) }));
     `;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
     assert.equal(out.file, path.join(copy, 'build', 'Release', 'customlabels.node'));
@@ -227,7 +234,8 @@ describe('the packed tarball', function () {
       function load() {
         const { withLabels, getLabels, supported } = require('customlabels');
         const native = require(path.join(path.dirname(require.resolve('customlabels')), 'internals.js')).addon;
-        const read = () => native.binding?.readPublished()?.map(([k, v]) => [k.toString(), v.toString()]) ?? null;
+        const tls = native.binding ? require(${JSON.stringify(TLS)}).reader(native.file) : null;
+        const read = () => { const p = tls?.published(); return p ? Object.entries(p) : null; };
         return withLabels({ route: '/r' }, () => ({ supported, labels: getLabels(), published: read(), file: native.file }));
       }
       if (isMainThread) {
@@ -326,7 +334,8 @@ describe('the packed tarball', function () {
       const script = `
         const { withLabels } = require('customlabels');
         const native = require(require.resolve('customlabels').replace(/index\\.js$/, 'internals.js')).addon;
-        console.log(JSON.stringify({ file: native.file, seen: withLabels({ r: '1' }, () => native.binding?.readPublished()?.length ?? null) }));
+        const tls = native.binding ? require(${JSON.stringify(TLS)}).reader(native.file) : null;
+        console.log(JSON.stringify({ file: native.file, seen: withLabels({ r: '1' }, () => (tls ? Object.keys(tls.published() ?? {}).length : null)) }));
       `;
       return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd, encoding: 'utf8' }));
     }

@@ -49,11 +49,12 @@ describe('the WebAssembly set writer', () => {
     const script = `
       const { withLabels } = require(${JSON.stringify(root)});
       const { binding, arena, addressOf, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
+      const tls = require(${JSON.stringify(root + '/test/helpers/tls')});
       const LAYOUT = binding.layout;
       let wasmWrites = 0;
       function raw() {
         const base = BigInt(addressOf(0));
-        const address = BigInt(binding.publishedAddress());
+        const address = BigInt(tls.address());
         if (address === 0n) return null;
         const view = Buffer.from(arena.bytes.buffer);
         const u64 = (a) => view.readBigUInt64LE(Number(a - base));
@@ -246,8 +247,9 @@ describe('the WebAssembly set writer', () => {
     const out = child(`
       WebAssembly.Instance = function () { throw new RangeError('WebAssembly.Instance(): Out of memory'); };
       const { withLabels } = require(${JSON.stringify(root)});
-      const { binding, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
-      const read = (labels) => withLabels(labels, () => binding.readPublished().map(([k, v]) => k + '=' + v));
+      const { setwriter } = require(${JSON.stringify(root + '/lib/internals')});
+      const tls = require(${JSON.stringify(root + '/test/helpers/tls')});
+      const read = (labels) => withLabels(labels, () => Object.entries(tls.published()).map(([k, v]) => k + '=' + v));
       console.log(JSON.stringify({ before: setwriter.available, published: [read({ a: 'b' }), read({ route: '/x', trace: 't1' })],
         after: setwriter.available, reason: setwriter.reason, write: setwriter.write }));
     `, { CUSTOMLABELS_WRITER: 'wasm' });

@@ -84,7 +84,7 @@ function mappings() {
 // the addon says it publishes there.  Also run in a worker (as source).
 function probe(tpAddon, arg) {
   const fs = require('node:fs');
-  const { binding } = require(`${ROOT}/lib/internals`);
+  const tls = require(`${ROOT}/test/helpers/tls`);
   const tp = require(tpAddon).threadPointer();
   const fd = fs.openSync('/proc/self/mem', 'r');
   const word = () => {
@@ -94,7 +94,7 @@ function probe(tpAddon, arg) {
   };
   const { withLabels } = require(ROOT);
   try {
-    const read = () => ({ word: word(), published: BigInt(binding.publishedAddress()) });
+    const read = () => ({ word: word(), published: BigInt(tls.address()) });
     return {
       tp,
       outside: read(),
@@ -298,8 +298,8 @@ describe('static TLS in a pool of workers that come and go', function () {
       const { Worker } = require('node:worker_threads');
       const worker = \`
         const { withLabels } = require(${JSON.stringify(ROOT)});
-        const { binding } = require(${JSON.stringify(path.join(ROOT, 'lib', 'internals'))});
-        withLabels({ still: 'published' }, () => console.log(JSON.stringify(binding.readPublished().map((pair) => pair.map(String)))));
+        const tls = require(${JSON.stringify(path.join(ROOT, 'test', 'helpers', 'tls'))});
+        withLabels({ still: 'published' }, () => console.log(JSON.stringify(Object.entries(tls.published()))));
       \`;
       const run = () => new Promise((resolve) => new Worker(worker, { eval: true }).once('exit', resolve));
       (async () => {

@@ -22,7 +22,7 @@
 // the thread pointer, module 1's block 16 bytes into the DTV.
 // descriptor[1] is the second word of the variable's TLSDESC descriptor,
 // which it reads once when it attaches (customlabels.go, Attach).  On
-// aarch64 that is not the variable (src/parca.c): the addon keeps a copy
+// aarch64 that is not the variable (src/arch_aarch64.c): the addon keeps a copy
 // there.
 
 const assert = require('node:assert/strict');
@@ -185,6 +185,7 @@ describe('readers: Parca Agent (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e, 
 async function probe(tpAddon, arg, root) {
   const fs = require('node:fs');
   const { binding } = require(`${root}/lib/internals`);
+  const tls = require(`${root}/test/helpers/tls`);
   const { withLabels } = require(root);
   const tp = require(tpAddon).threadPointer();
   const fd = fs.openSync('/proc/self/mem', 'r');
@@ -199,7 +200,7 @@ async function probe(tpAddon, arg, root) {
   // with Node's executables, and which publishing leaves alone on x86-64.
   const read = () => ({
     slot: word(slotAddress), parca: word(parcaAddress), beyond: word(slotAddress + 16n),
-    published: BigInt(binding.publishedAddress()),
+    published: BigInt(tls.address()),
   });
   const seen = {};
   try {

@@ -1,5 +1,9 @@
 /*
- * The second copy of the thread's pointer, for Parca Agent on aarch64.
+ * What aarch64 does its own way (binding.gyp picks this file or
+ * src/arch_x86_64.c): reading the module's TLSDESC descriptor, and the
+ * second copy of the thread's pointer that Parca Agent reads.
+ *
+ * The copy for Parca Agent.
  *
  * Parca Agent (parca-dev/opentelemetry-ebpf-profiler, commit
  * 9ece4f9e38358962fb540b43714c5c3bf24713b5) reads custom_labels_current_set
@@ -37,7 +41,9 @@
 #include "customlabels.h"
 #include "glibc_compat.h"
 
-#if defined(__aarch64__)
+#if !defined(__aarch64__)
+#error "src/arch_aarch64.c is for aarch64 only: binding.gyp chooses the file per architecture"
+#endif
 
 /*
  * This module's own custom_labels_current_set on the calling thread, or 0.
@@ -96,14 +102,16 @@ custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
   return (custom_labels_labelset_t **)(slot - CL_TLS_SLOT + copy);
 }
 
-#else
-
-custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
-  /* On x86-64 Parca Agent reads TP + descriptor[1], the slot itself. */
-  (void)size;
-  *delta = 0;
-  why[0] = '\0';
-  return NULL;
+/*
+ * The second word of this module's TLSDESC descriptor for
+ * custom_labels_current_set, and the thread pointer (tpidr_el0) a reader
+ * adds it to (src/abi.c, cl_static_tls).
+ */
+uintptr_t cl_slot_descriptor_word(uintptr_t *tp) {
+  const uintptr_t *descriptor;
+  __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
+          "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"
+          : "=r"(descriptor));
+  *tp = (uintptr_t)__builtin_thread_pointer();
+  return __atomic_load_n(&descriptor[1], __ATOMIC_RELAXED);
 }
-
-#endif
