@@ -134,7 +134,10 @@ function writeString(s, at) {
 function write(set, ascii) {
   const kv = set.kv;
   const n = kv.length >> 1;
-  if (n === 0) return true; // no store: readers find nothing, as for NULL
+  // No labels and no span of its own: no store, readers find nothing, as
+  // hooks mode publishes NULL.  (A span must stay current for
+  // customlabels/otel, so such a set gets a store of no labels.)
+  if (n === 0 && set.span === null) return true;
   let most = 0;
   for (let i = 0; i < kv.length; i++) most += 3 * kv[i].length;
   room(n, most);
@@ -219,8 +222,8 @@ function start(v8) {
 }
 
 // The store object of `set` in the frame: undefined for a set with no
-// labels, so that a reader finds nothing there, as hooks mode publishes
-// NULL for it.  getLabels() then reads EMPTY's labels, which are the same.
+// labels and no span, so that a reader finds nothing there, as hooks mode
+// publishes NULL for it.  current() then gives EMPTY, which is the same.
 function storeOf(set) {
   return set.store === null ? undefined : set.store;
 }
