@@ -180,7 +180,15 @@ async function main() {
     try {
       for (const s of SOURCES) fs.cpSync(path.join(ROOT, s), path.join(scratch, s), { recursive: true });
       await build(arch, scratch, tools.get(arch));
-      for (const major of COMPANION_MAJORS) buildCompanion(major, arch);
+      // The companion is C++: the other architecture needs its g++ too.
+      const cxx = arch === process.arch ? (process.env.CXX || 'g++') : `${TRIPLES[arch]}-g++`;
+      if (spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0) {
+        for (const major of COMPANION_MAJORS) buildCompanion(major, arch);
+      } else if (all) {
+        fail(`cannot build frame mode's companion for linux-${arch}: no ${cxx} (Debian: apt-get install g++-${TRIPLES[arch].replace(/_/g, '-')}), which ${all} requires`);
+      } else {
+        process.stderr.write(`prebuild: left out frame mode's companion for linux-${arch} (no ${cxx}; Debian: apt-get install g++-${TRIPLES[arch].replace(/_/g, '-')})\n`);
+      }
       process.stdout.write(`prebuild: prebuilds/linux-${arch}: ${fs.readdirSync(path.join(ROOT, 'prebuilds', `linux-${arch}`)).join(', ')}\n`);
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });
