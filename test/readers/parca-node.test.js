@@ -28,6 +28,8 @@ const pfelf = require('./support/pfelf');
 const ROOT = path.join(__dirname, '..', '..');
 const MAJOR = Number(process.versions.node.split('.')[0]);
 const THREADS = ['main', 'worker1', 'worker2'];
+const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
 const PARCA_CPED = MAJOR < 24 ? 576 : MAJOR < 25 ? 632 : 640;
 
 function nodeInclude() {
@@ -45,13 +47,16 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
       needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
       return;
     }
+    // Where AsyncContextFrame is off the package publishes with hooks, and
+    // what Parca reads then is test/readers/parca.test.js.
+    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
     needs.tool(this, 'gcc');
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-'));
     const tp = path.join(tmp, 'tp.node');
     execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
       path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
     const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), tp],
-      { encoding: 'utf8', cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
+      { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
     fs.rmSync(tmp, { recursive: true, force: true });
     assert.equal(r.status, 0, r.stderr);
     out = JSON.parse(r.stdout);
@@ -118,6 +123,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
       needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
       return;
     }
+    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
     needs.tool(this, 'gcc', 'mkfifo');
     const memory = require('./support/memory');
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
