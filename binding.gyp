@@ -1,4 +1,10 @@
 {
+  "variables": {
+    # Frame mode's companion (src/frame.cc) is built for the running Node
+    # when it is 22 or later (NODE_MODULE_VERSION 127); scripts/prebuild.js
+    # turns it off (npm_config_customlabels_v8=0) and builds it per major.
+    "customlabels_v8%": 1
+  },
   "targets": [
     {
       "target_name": "customlabels",
@@ -18,6 +24,25 @@
             ["target_arch=='arm64'", {"sources": ["src/arch_aarch64.c"],
                                       "cflags": ["-mtls-dialect=desc"]}]
           ]
+        }, {
+          "type": "none"
+        }]
+      ]
+    },
+    {
+      "target_name": "customlabels_v8",
+      "product_name": "customlabels-v8",
+      # build/Release/v8/ (gyp's make also links a copy into build/Release,
+      # so lib/addon.js names the main addon's file there rather than letting
+      # node-gyp-build take the first .node file it lists).
+      "product_dir": "<(PRODUCT_DIR)/v8",
+      "conditions": [
+        ["OS=='linux' and target_arch in ('x64', 'arm64') and node_module_version >= 127 and customlabels_v8 == 1", {
+          "sources": ["src/frame.cc"],
+          "cflags_cc": ["-std=c++20", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                        "-Wno-cast-function-type", "-fvisibility=hidden"],
+          "cflags_cc!": ["-std=gnu++17", "-std=gnu++20", "-fno-exceptions"],
+          "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-Wl,--pop-state"]
         }, {
           "type": "none"
         }]

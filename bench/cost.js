@@ -16,7 +16,8 @@
 //   --fraction F        the fixed rate as a fraction of what `labels` serves
 //                       saturated, measured after the warm-up (0.4)
 //   --rate N            a fixed rate in requests/s instead (every Node)
-//   --variants a,b      (plain,baseline,floor-switch,labels)
+//   --variants a,b      (plain,baseline,floor-switch,labels; also frame:
+//                        CUSTOMLABELS_PUBLISH=frame, Node 22 + AsyncContextFrame, 24+)
 //   --json FILE         every measurement, rewritten after each round
 //
 // One server process per variant and Node, all started first and kept up.
@@ -187,7 +188,7 @@ function summarize(rounds, variants, load) {
   return { perVariant, pairs };
 }
 
-const NAMES = { plain: 'no context', baseline: 'AsyncLocalStorage', 'floor-switch': 'least hooks', labels: 'customlabels' };
+const NAMES = { plain: 'no context', baseline: 'AsyncLocalStorage', 'floor-switch': 'least hooks', labels: 'customlabels', frame: 'customlabels, frame mode' };
 const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
 const f2 = (x) => (Number.isFinite(x) ? (x >= 0 ? '+' : '') + x.toFixed(2) : 'n/a');
 const pct = (x) => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %` : 'n/a');

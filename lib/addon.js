@@ -39,6 +39,11 @@ const ROOT = path.join(__dirname, '..');
 // node-gyp-build makes that choice, as it did at install time.  Every file
 // name ends in customlabels.node: that is how readers recognise the module.
 function addonPath() {
+  // build/Release also holds frame mode's companion when node-gyp ran on
+  // Node 22 or later (gyp copies it beside the main addon too), and
+  // node-gyp-build would take the first .node file it lists there.
+  const built = path.join(ROOT, 'build', 'Release', 'customlabels.node');
+  if (fs.existsSync(built)) return built;
   return require('node-gyp-build').path(ROOT);
 }
 
@@ -242,4 +247,58 @@ if (parca.reason !== null && isMainThread) {
 const otelSlot = new BigUint64Array(binding ? binding.otelSlot() : new ArrayBuffer(8));
 const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayBuffer(4));
 
-module.exports = { binding, file: file ?? null, reason, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT };
+// ---------------------------------------------------------------------------
+// Frame mode's companion, customlabels-v8.node (src/frame.cc): V8's C++ API,
+// so one build per Node ABI (process.versions.modules), loaded only when
+// frame mode is asked for.  Built from source by binding.gyp for the Node
+// that ran node-gyp (22 and later), or prebuilt by scripts/prebuild.js as
+// prebuilds/linux-<arch>/v8/customlabels-v8.abi<N>.node (folders of their
+// own, where node-gyp-build does not look for the main addon); the one built here
+// first, as for the main addon.  Its name must not end in
+// customlabels.node: readers claim that file, whose thread-locals the
+// companion writes through cl_frame_tls() (it has none of its own), so it
+// loads after the main addon, which is in the global scope.
+function companionFiles() {
+  return [
+    path.join(ROOT, 'build', 'Release', 'v8', 'customlabels-v8.node'),
+    path.join(ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'v8', `customlabels-v8.abi${process.versions.modules}.node`),
+  ];
+}
+
+// { v8: the companion's exports, or null, file, reason: why it did not
+// load, or null }.  Once per thread.
+let companion = null;
+function loadCompanion() {
+  if (companion !== null) return companion;
+  if (binding === null) {
+    companion = { v8: null, file: null, reason: `the addon did not load (${reason})` };
+    return companion;
+  }
+  const tried = [];
+  for (const candidate of companionFiles()) {
+    if (!fs.existsSync(candidate)) continue;
+    try {
+      const module = { exports: {} };
+      process.dlopen(module, candidate, os.constants.dlopen.RTLD_NOW);
+      const v8 = module.exports;
+      if (v8.modules !== Number(process.versions.modules)) {
+        tried.push(`${candidate} is for ABI ${v8.modules}`);
+        continue;
+      }
+      companion = { v8, file: candidate, reason: null };
+      return companion;
+    } catch (err) {
+      tried.push(`${candidate}: ${err.message.split('\n')[0]}`);
+    }
+  }
+  companion = {
+    v8: null,
+    file: null,
+    reason: tried.length > 0 ? `no companion customlabels-v8 loaded for Node.js ABI ${process.versions.modules} (${tried.join('; ')})`
+      : `no companion customlabels-v8 for Node.js ABI ${process.versions.modules} (Node.js ${process.versions.node}): ` +
+        `neither ${companionFiles().join(' nor ')} exists; \`npm rebuild customlabels\` builds it for this Node.js`,
+  };
+  return companion;
+}
+
+module.exports = { binding, file: file ?? null, reason, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };

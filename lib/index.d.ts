@@ -54,6 +54,16 @@ export const supported: boolean;
 /** Why `supported` is false; null when it is true. */
 export const unsupportedReason: string | null;
 
+/**
+ * How this thread publishes the labels: 'hooks' (async hooks keep the
+ * thread's `custom_labels_current_set`, the default) or 'frame' (each set is
+ * the store of V8's AsyncContextFrame, for readers that walk it; asked for
+ * with CUSTOMLABELS_PUBLISH=frame on Node.js 22 with
+ * --experimental-async-context-frame, 24 and later). null where `supported`
+ * is false.
+ */
+export const publishMode: 'hooks' | 'frame' | null;
+
 /** The largest label set accepted; larger ones throw RangeError. */
 export const limits: {
   readonly maxLabels: number;

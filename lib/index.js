@@ -4,12 +4,14 @@
 //
 // The face: withLabels, enterLabels, getLabels and enableThreadContext, and
 // the choices made once per thread: which copy of the package answers
-// (lib/copies.js) and which mechanism follows the context (lib/context/;
-// async hooks, the one there is today).  withLabels end to end: this file,
+// (lib/copies.js) and which mechanism follows the context (lib/context/:
+// async hooks, the default, or V8's AsyncContextFrame where the operator
+// asks for it with CUSTOMLABELS_PUBLISH=frame and it can run).  withLabels end to end: this file,
 // lib/labelset.js (read, check, merge), lib/abi.js (the bytes readers see),
 // lib/arena.js (where they live) and lib/context/hooks.js (publishing them
 // as the work moves).
 
+const { getEnvironmentData, setEnvironmentData } = require('node:worker_threads');
 const copies = require('./copies');
 
 // What customlabels/otel uses beside the public API: withLabels and
@@ -17,6 +19,38 @@ const copies = require('./copies');
 // current span.  Versioned with the name, so that the otel entry of one
 // copy can use the API of another copy that owns the thread.
 const INTERNAL = Symbol.for('customlabels.internal.v1');
+
+
+// Which mechanism publishes in this thread: 'hooks' or 'frame'.  The
+// operator's CUSTOMLABELS_PUBLISH is read once per thread, here; where frame
+// mode was asked for and cannot run, or the value is neither mode, one
+// warning per process says why, and hooks mode publishes.
+const PUBLISH_WARNED = 'customlabels.publishWarned';
+
+function warnPublish(message) {
+  if (getEnvironmentData(PUBLISH_WARNED) === true) return;
+  setEnvironmentData(PUBLISH_WARNED, true);
+  process.emitWarning(message, { code: 'CUSTOMLABELS_PUBLISH' });
+}
+
+function chooseMode(addon) {
+  const asked = process.env.CUSTOMLABELS_PUBLISH;
+  if (asked === undefined || asked === '' || asked === 'hooks') return 'hooks';
+  if (asked !== 'frame') {
+    warnPublish(`CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);
+    return 'hooks';
+  }
+  if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
+  const frame = require('./context/frame');
+  const { v8, reason } = addon.loadCompanion();
+  const why = frame.unavailable(v8, reason);
+  if (why !== null) {
+    warnPublish(`CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
+    return 'hooks';
+  }
+  frame.start(v8);
+  return 'frame';
+}
 
 // A copy loaded after another one in this thread hands out that one's API
 // (lib/copies.js).
@@ -26,7 +60,8 @@ function create() {
   const addon = require('./addon');
   const { EMPTY, derive } = require('./labelset');
   const { LIMITS, checkFunction, setLabel } = require('./checks');
-  const context = require('./context/hooks');
+  const mode = chooseMode(addon);
+  const context = mode === 'frame' ? require('./context/frame') : require('./context/hooks');
   const { enableThreadContext } = require('./threadcontext');
 
   /**
@@ -78,6 +113,8 @@ function create() {
     unsupportedReason: addon.reason,
     limits: LIMITS,
   };
+  // 'hooks' or 'frame'; null where nothing is published (supported false).
+  Object.defineProperty(api, 'publishMode', { value: addon.binding === null ? null : mode, enumerable: true });
   Object.defineProperty(api, INTERNAL, {
     value: Object.freeze({
       withSpan: runWith,

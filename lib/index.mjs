@@ -3,6 +3,6 @@
 import customlabels from './index.js';
 
 export const {
-  withLabels, enterLabels, getLabels, enableThreadContext, supported, unsupportedReason, limits,
+  withLabels, enterLabels, getLabels, enableThreadContext, supported, unsupportedReason, publishMode, limits,
 } = customlabels;
 export default customlabels;

@@ -41,9 +41,10 @@ module.exports = {
     return require('./arena').stats;
   },
   // The mechanism lib/index.js follows the context with: state() gives
-  // { mechanism, installed (the published LabelSet), depth }.
+  // { mechanism, installed (the published LabelSet), depth } (frame mode:
+  // mechanism 'AsyncContextFrame', and its current chunk).
   get context() {
-    return require('./context/hooks');
+    return require('./index').publishMode === 'frame' ? require('./context/frame') : require('./context/hooks');
   },
   // The WebAssembly set writer: available, reason, write.
   get setwriter() {
@@ -51,6 +52,10 @@ module.exports = {
   },
   // derive(parent, labels, who) and EMPTY: making sets without running
   // anything in them.
+  // Frame mode's companion for this thread: { v8, file, reason }.
+  get companion() {
+    return require('./addon').loadCompanion();
+  },
   get labelset() {
     return require('./labelset');
   },

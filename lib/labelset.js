@@ -23,6 +23,7 @@ class LabelSet {
     this.word = 0n; // the address to publish, as a 64-bit integer (lib/addon.js says why)
     this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
     this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
+    this.store = null; // frame mode: its store object in the AsyncContextFrame (lib/context/frame.js)
   }
 
   // The published address, for diagnostics and tests (0 for NULL).
@@ -33,6 +34,16 @@ class LabelSet {
 
 // The set with no labels is published as a NULL pointer.
 const EMPTY = new LabelSet([], null);
+
+// Who writes a new set's bytes: lib/abi.js, into the thread's arena (hooks
+// mode), unless lib/context/frame.js took over before the thread's first set
+// (frame mode: chunks the GC owns).  `ascii` takes a set only if it is
+// within the limits by construction; `any` writes a set already checked.
+let writer = { ascii: encodeAscii, any: encodeAny };
+
+function useWriter(w) {
+  writer = w;
+}
 
 // ---------------------------------------------------------------------------
 // Reading the caller's object.  derive() reads the own enumerable string
@@ -188,11 +199,11 @@ function build(parent, given, plain, who, span) {
   // the ASCII writer takes exactly those, so a set it wrote needs no other
   // check, and the common case measures no string.  Any other set is
   // checked in UTF-8 bytes before anything of it is written.
-  if (!encodeAscii(set)) {
+  if (!writer.ascii(set)) {
     checkStrings(kv, who);
-    encodeAny(set);
+    writer.any(set);
   }
   return set;
 }
 
-module.exports = { LIMITS, EMPTY, LabelSet, derive };
+module.exports = { LIMITS, EMPTY, LabelSet, derive, useWriter };

@@ -3,6 +3,10 @@
 // package's prepack script): for linux-x64 and linux-arm64,
 //   prebuilds/linux-<arch>/customlabels.node   (Node-API 8: Node 20 to 26)
 //   prebuilds/linux-<arch>/customlabels-dump
+//   prebuilds/linux-<arch>/v8/customlabels-v8.abi<N>.node  (frame mode's companion,
+//                                             src/frame.cc, one per Node major; in a
+//                                             folder of its own, which node-gyp-build
+//                                             does not look into for the main addon)
 // with prebuildify, in a scratch copy of the sources so that the checkout's
 // own build/ is left alone.  The other architecture is cross-compiled
 // (x86-64 hosts: gcc-aarch64-linux-gnu; aarch64 hosts: gcc-x86-64-linux-gnu).
@@ -23,6 +27,12 @@ const prebuildify = require('prebuildify');
 const ROOT = path.join(__dirname, '..');
 const TRIPLES = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' };
 const SOURCES = ['binding.gyp', 'src', 'dump', 'package.json'];
+// The Node majors frame mode's companion is prebuilt for.  It uses V8's C++
+// API, so each major needs its own build, against that major's headers:
+// the node-linux-<arch> package of that major on the npm registry ships
+// them in include/node, cached under .cache/node-headers.
+const COMPANION_MAJORS = [22, 24, 26];
+const NPM_ARCH = { x64: 'x64', arm64: 'arm64' };
 
 function fail(message) {
   process.stderr.write(`prebuild: ${message}\n`);
@@ -74,6 +84,8 @@ function build(arch, scratch, tools) {
   const saved = { ...process.env };
   for (const name of ['CC', 'CXX', 'LINK', 'AR']) if (tools[name]) process.env[name] = tools[name];
   if (dir) process.env.npm_config_nodedir = dir;
+  // The companion is built per major below, not by node-gyp here.
+  process.env.npm_config_customlabels_v8 = '0';
   const restore = () => {
     for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
     Object.assign(process.env, saved);
@@ -105,6 +117,46 @@ function build(arch, scratch, tools) {
   });
 }
 
+// include/node of the newest node-linux-<arch>@<major>, fetched once with
+// `npm pack` (no install: the package is another architecture's) and
+// cached.
+function nodeHeaders(major, arch) {
+  const dir = path.join(ROOT, '.cache', 'node-headers', `${arch}-${major}`);
+  const include = path.join(dir, 'package', 'include', 'node');
+  if (fs.existsSync(path.join(include, 'v8-internal.h'))) return include;
+  fs.mkdirSync(dir, { recursive: true });
+  const npmCli = process.env.npm_execpath && fs.existsSync(process.env.npm_execpath) ? process.env.npm_execpath
+    : path.resolve(path.dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js');
+  const packed = spawnSync(process.execPath, [npmCli, 'pack', '--silent', `node-linux-${NPM_ARCH[arch]}@${major}`,
+    '--pack-destination', dir], { encoding: 'utf8' });
+  if (packed.status !== 0) fail(`npm pack node-linux-${arch}@${major} failed: ${packed.stderr.trim()}`);
+  const tarball = path.join(dir, packed.stdout.trim().split('\n').pop());
+  const x = spawnSync('tar', ['-xzf', tarball, '-C', dir, 'package/include/node']);
+  fs.rmSync(tarball, { force: true });
+  if (x.status !== 0) fail(`could not extract include/node from ${tarball}`);
+  return include;
+}
+
+// The companion for `major` on `arch`: src/frame.cc against that major's
+// headers, the same flags binding.gyp gives it, stripped.
+function buildCompanion(major, arch) {
+  const include = nodeHeaders(major, arch);
+  const version = fs.readFileSync(path.join(include, 'node_version.h'), 'utf8');
+  const abi = /#define NODE_MODULE_VERSION (\d+)/.exec(version)[1];
+  const cxx = arch === process.arch ? (process.env.CXX || 'g++') : `${TRIPLES[arch]}-g++`;
+  const strip = arch === process.arch ? 'strip' : `${TRIPLES[arch]}-strip`;
+  const out = path.join(ROOT, 'prebuilds', `linux-${arch}`, 'v8', `customlabels-v8.abi${abi}.node`);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  const c = spawnSync(cxx, ['-std=c++20', '-O2', '-fPIC', '-shared', '-fvisibility=hidden',
+    '-Wall', '-Wextra', '-Wno-unused-parameter', '-Wno-unused-variable', '-Wno-cast-function-type',
+    '-DNODE_GYP_MODULE_NAME=customlabels_v8', '-DBUILDING_NODE_EXTENSION', '-D_GLIBCXX_USE_CXX11_ABI=1',
+    `-I${include}`, `-I${path.join(ROOT, 'src')}`, '-o', out, path.join(ROOT, 'src', 'frame.cc'),
+    '-Wl,--push-state,--no-as-needed', '-l:libdl.so.2', '-Wl,--pop-state'], { encoding: 'utf8' });
+  if (c.status !== 0) fail(`${cxx} for Node ${major} (${arch}) failed:\n${c.stderr}`);
+  if (spawnSync(strip, [out]).status !== 0) fail(`${strip} ${out} failed`);
+  return path.basename(out);
+}
+
 async function main() {
   const args = process.argv.slice(2);
   const archs = [];
@@ -128,6 +180,15 @@ async function main() {
     try {
       for (const s of SOURCES) fs.cpSync(path.join(ROOT, s), path.join(scratch, s), { recursive: true });
       await build(arch, scratch, tools.get(arch));
+      // The companion is C++: the other architecture needs its g++ too.
+      const cxx = arch === process.arch ? (process.env.CXX || 'g++') : `${TRIPLES[arch]}-g++`;
+      if (spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0) {
+        for (const major of COMPANION_MAJORS) buildCompanion(major, arch);
+      } else if (all) {
+        fail(`cannot build frame mode's companion for linux-${arch}: no ${cxx} (Debian: apt-get install g++-${TRIPLES[arch].replace(/_/g, '-')}), which ${all} requires`);
+      } else {
+        process.stderr.write(`prebuild: left out frame mode's companion for linux-${arch} (no ${cxx}; Debian: apt-get install g++-${TRIPLES[arch].replace(/_/g, '-')})\n`);
+      }
       process.stdout.write(`prebuild: prebuilds/linux-${arch}: ${fs.readdirSync(path.join(ROOT, 'prebuilds', `linux-${arch}`)).join(', ')}\n`);
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });

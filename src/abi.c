@@ -12,9 +12,17 @@
  *   offset  8  custom_labels_current_set  (8 bytes, exported)
  *   aarch64 only: offsets 16 to 48, room for the second copy of the pointer
  *   that Parca Agent reads (src/arch_aarch64.c says where and why).
+ *   then, at F = CL_TLS_FRAME_FIRST (16 on x86-64, 48 on aarch64), frame
+ *   mode's thread-locals (src/customlabels.h, cl_frame_tls_t):
+ *   F +  0  custom_labels_als_identity_hash  (int32 and 4 bytes pad, exported)
+ *   F +  8  custom_labels_als_handle         (8 bytes, exported)
+ *   F + 16  otel_thread_ctx_nodejs_v1        (32 bytes, exported)
  *
- * On x86-64 the block is the 16 bytes, in the order, that the compiler gave
- * the two variables before.
+ * On x86-64 the first 16 bytes are the two variables in the order the
+ * compiler gave them before; the block is 64 bytes.  Readers of the frame
+ * thread-locals (Parca Agent's Node.js path, the OpenTelemetry Node.js
+ * design) read them at TP + descriptor[1] on both architectures, which is
+ * right for a module in static TLS.
  */
 #define _GNU_SOURCE /* dladdr, RTLD_NODELETE, memfd_create */
 #include <dlfcn.h>
@@ -30,13 +38,14 @@
 #include "otel.h"
 
 _Static_assert(CL_TLS_SLOT == 8 && CL_TLS_COPY_FIRST == 16, "the assembly below lays out the block");
+_Static_assert(sizeof(cl_otel_nodejs_v1_t) == 32, "otel_thread_ctx_nodejs_v1 is 32 bytes");
 
 /* "%" for section and symbol types: "@" starts a comment on some ports, and
  * the GNU assembler takes "%" on every ELF target. */
 #define CL_STR2(x) #x
 #define CL_STR(x) CL_STR2(x)
-#if CL_TLS_BLOCK_BYTES > CL_TLS_COPY_FIRST
-#define CL_TLS_ROOM "  .zero " CL_STR(CL_TLS_BLOCK_BYTES) " - " CL_STR(CL_TLS_COPY_FIRST) "\n"
+#if CL_TLS_COPY_END > CL_TLS_COPY_FIRST
+#define CL_TLS_ROOM "  .zero " CL_STR(CL_TLS_COPY_END) " - " CL_STR(CL_TLS_COPY_FIRST) "\n"
 #else
 #define CL_TLS_ROOM ""
 #endif
@@ -54,7 +63,28 @@ __asm__(
     "custom_labels_current_set:\n"
     "  .zero 8\n"
     CL_TLS_ROOM
+    "  .globl custom_labels_als_identity_hash\n"
+    "  .type custom_labels_als_identity_hash, %object\n"
+    "  .size custom_labels_als_identity_hash, 4\n"
+    "custom_labels_als_identity_hash:\n"
+    "  .zero 8\n"
+    "  .globl custom_labels_als_handle\n"
+    "  .type custom_labels_als_handle, %object\n"
+    "  .size custom_labels_als_handle, 8\n"
+    "custom_labels_als_handle:\n"
+    "  .zero 8\n"
+    "  .globl otel_thread_ctx_nodejs_v1\n"
+    "  .type otel_thread_ctx_nodejs_v1, %object\n"
+    "  .size otel_thread_ctx_nodejs_v1, 32\n"
+    "otel_thread_ctx_nodejs_v1:\n"
+    "  .zero 32\n"
     "  .popsection\n");
+
+/* Frame mode's thread-locals, defined above; only the companion writes
+ * them, through cl_frame_tls(). */
+extern __thread int32_t custom_labels_als_identity_hash;
+extern __thread void *custom_labels_als_handle;
+extern __thread cl_otel_nodejs_v1_t otel_thread_ctx_nodejs_v1;
 
 CL_EXPORT const uint32_t custom_labels_abi_version = 1;
 
@@ -90,6 +120,24 @@ void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset
  * cl_otel_slot().
  */
 void **cl_otel_slot(void) { return &otel_thread_ctx_v1; }
+
+/*
+ * Frame mode: the companion addon (customlabels-v8.node, built per Node
+ * major because it needs V8's C++ API) publishes the AsyncLocalStorage that
+ * readers look for, but defines no thread-local of its own: a reader claims
+ * one file per process, the one named customlabels.node with
+ * custom_labels_current_set, so every thread-local it reads lives here.
+ * The companion calls this on each thread (it finds it with dlsym: the main
+ * addon is loaded RTLD_GLOBAL) and writes through the pointers.
+ */
+CL_EXPORT cl_frame_tls_t *cl_frame_tls(cl_frame_tls_t *out) {
+  out->version = CL_FRAME_TLS_VERSION;
+  out->size = sizeof(*out);
+  out->als_identity_hash = &custom_labels_als_identity_hash;
+  out->als_handle = &custom_labels_als_handle;
+  out->otel_nodejs = &otel_thread_ctx_nodejs_v1;
+  return out;
+}
 
 /*
  * Keeping the block where readers find it.

@@ -92,10 +92,10 @@ custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
   /* The copy: 8 bytes, aligned, within the room past the exported
    * variables, and so inside the block and on neither of them. */
   size_t copy = CL_TLS_SLOT + (size_t)*delta;
-  if (*delta % 8 != 0 || copy < CL_TLS_COPY_FIRST || copy + 8 > CL_TLS_BLOCK_BYTES) {
+  if (*delta % 8 != 0 || copy < CL_TLS_COPY_FIRST || copy + 8 > CL_TLS_COPY_END) {
     snprintf(why, size, "it reads %ld bytes past custom_labels_current_set, outside the room "
                         "customlabels.node keeps there (%d to %d bytes past it)",
-             *delta, CL_TLS_COPY_FIRST - CL_TLS_SLOT, CL_TLS_BLOCK_BYTES - CL_TLS_SLOT - 8);
+             *delta, CL_TLS_COPY_FIRST - CL_TLS_SLOT, CL_TLS_COPY_END - CL_TLS_SLOT - 8);
     return NULL;
   }
   why[0] = '\0';

@@ -87,19 +87,57 @@ void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset
 /*
  * The module's TLS block, laid out in src/abi.c: otel_thread_ctx_v1 at 0,
  * custom_labels_current_set at CL_TLS_SLOT, and on aarch64 room from
- * CL_TLS_COPY_FIRST to the end for the second copy of the pointer that
- * Parca Agent reads (src/arch_aarch64.c).  Small enough for glibc's static
- * TLS.  The size is the one thing about the block that differs by
- * architecture, and src/abi.c lays the block out in one piece of assembly,
- * so it is chosen here rather than in a file per architecture.
+ * CL_TLS_COPY_FIRST to CL_TLS_COPY_END for the second copy of the pointer
+ * that Parca Agent reads (src/arch_aarch64.c).  Then, from
+ * CL_TLS_FRAME_FIRST, the thread-locals of frame mode, which readers that
+ * walk V8's AsyncContextFrame look for (cl_frame_tls_t below): 48 bytes.
+ * Small enough for glibc's static TLS.  The size is the one thing about the
+ * block that differs by architecture, and src/abi.c lays the block out in
+ * one piece of assembly, so it is chosen here rather than in a file per
+ * architecture.
  */
 #define CL_TLS_SLOT 8
 #define CL_TLS_COPY_FIRST 16
 #if defined(__aarch64__)
-#define CL_TLS_BLOCK_BYTES 48
+#define CL_TLS_COPY_END 48
 #else
-#define CL_TLS_BLOCK_BYTES 16
+#define CL_TLS_COPY_END 16
 #endif
+#define CL_TLS_FRAME_FIRST CL_TLS_COPY_END
+#define CL_TLS_BLOCK_BYTES (CL_TLS_FRAME_FIRST + 48)
+
+/*
+ * Frame mode's thread-locals, written only by the companion addon
+ * (customlabels-v8.node, src/frame.cc), which reaches them through
+ * cl_frame_tls(): the main addon's TLS block is the only one readers know.
+ *   custom_labels_als_identity_hash: the identity hash of the
+ *     AsyncLocalStorage whose stores are label sets (int32, 4 bytes pad);
+ *   custom_labels_als_handle: the address of a V8 handle slot that holds
+ *     that AsyncLocalStorage (Parca Agent's names);
+ *   otel_thread_ctx_nodejs_v1: the OpenTelemetry Node.js thread context's
+ *     discovery struct, the same AsyncLocalStorage again.
+ */
+typedef struct {
+  void *cped_slot;          /* the isolate's CPED slot: written last, cleared first */
+  void *als_handle;         /* as custom_labels_als_handle */
+  int32_t als_identity_hash;
+  int32_t reserved;
+  uintptr_t undefined_addr; /* the tagged word of undefined */
+} cl_otel_nodejs_v1_t;
+
+typedef struct {
+  uint32_t version; /* CL_FRAME_TLS_VERSION */
+  uint32_t size;    /* sizeof(cl_frame_tls_t) */
+  int32_t *als_identity_hash;
+  void **als_handle;
+  cl_otel_nodejs_v1_t *otel_nodejs;
+} cl_frame_tls_t;
+
+#define CL_FRAME_TLS_VERSION 1
+
+/* The calling thread's frame-mode thread-locals (exported for the
+ * companion, which finds it with dlsym).  Fills `out` and returns it. */
+cl_frame_tls_t *cl_frame_tls(cl_frame_tls_t *out);
 
 /*
  * Keeps this module loaded for the life of the process (RTLD_NODELETE), so

@@ -265,21 +265,25 @@ describe('external view (readelf, gdb)', function () {
       needs.tool(this, 'readelf');
     });
 
-    it('defines exactly the ABI symbols, otel_thread_ctx_v1, the shared process-context functions and the Node-API entry points', function () {
+    it('defines exactly the ABI symbols, otel_thread_ctx_v1, frame mode\'s thread-locals and entry point, the shared process-context functions and the Node-API entry points', function () {
       const symbols = dynamicSymbols();
       assert.ok(symbols.length > 4, 'readelf --dyn-syms output was not understood');
       // (The aarch64 linker also puts section symbols in .dynsym, such as
       // .init and .data: local, and no symbol a reader could look up.)
       const defined = symbols.filter((s) => s.ndx !== 'UND' && !(s.type === 'SECTION' && s.bind === 'LOCAL'));
       assert.deepEqual(defined.map((s) => s.name).sort(), [
+        'cl_frame_tls',
         'cl_otel_v1_enable',
         'cl_otel_v1_enabled',
         'cl_otel_v1_key_index',
         'cl_otel_v1_set_resource',
         'custom_labels_abi_version',
+        'custom_labels_als_handle',
+        'custom_labels_als_identity_hash',
         'custom_labels_current_set',
         'napi_register_module_v1',
         'node_api_module_get_api_version_v1',
+        'otel_thread_ctx_nodejs_v1',
         'otel_thread_ctx_v1',
       ]);
       for (const s of defined) {
@@ -289,6 +293,7 @@ describe('external view (readelf, gdb)', function () {
       const by = Object.fromEntries(defined.map((s) => [s.name, s]));
       assert.equal(by.napi_register_module_v1.type, 'FUNC');
       assert.equal(by.node_api_module_get_api_version_v1.type, 'FUNC');
+      assert.equal(by.cl_frame_tls.type, 'FUNC');
 
       for (const name of ['custom_labels_current_set', 'otel_thread_ctx_v1']) {
         assert.equal(by[name].type, 'TLS', `${name} type`);
@@ -297,6 +302,15 @@ describe('external view (readelf, gdb)', function () {
       // src/abi.c's layout, which the copy for Parca Agent relies on.
       assert.equal(by.otel_thread_ctx_v1.value, 0, 'otel_thread_ctx_v1 at the start of the TLS block');
       assert.equal(by.custom_labels_current_set.value, 8, 'custom_labels_current_set 8 bytes into the TLS block');
+      // Frame mode's thread-locals after the room for Parca Agent's copy
+      // (aarch64) or right after the slot (x86-64): src/abi.c.
+      const frame = process.arch === 'arm64' ? 48 : 16;
+      for (const [name, at, size] of [['custom_labels_als_identity_hash', 0, 4], ['custom_labels_als_handle', 8, 8],
+        ['otel_thread_ctx_nodejs_v1', 16, 32]]) {
+        assert.equal(by[name].type, 'TLS', `${name} type`);
+        assert.equal(by[name].size, size, `${name} size`);
+        assert.equal(by[name].value, frame + at, `${name} offset in the TLS block`);
+      }
       for (const s of defined.filter((d) => d.name.startsWith('cl_otel_v1_'))) assert.equal(s.type, 'FUNC', s.name);
 
       const version = by.custom_labels_abi_version;
@@ -317,12 +331,12 @@ describe('external view (readelf, gdb)', function () {
     });
 
     // Two pointers; on aarch64 32 more bytes, room for the copy of the
-    // pointer that Parca Agent reads (src/arch_aarch64.c).  Either way small
-    // enough for glibc's static TLS.
-    it('has a TLS block of two pointers, and on aarch64 room for Parca Agent\'s copy', function () {
+    // pointer that Parca Agent reads (src/arch_aarch64.c); then frame mode's
+    // 48 bytes.  Either way small enough for glibc's static TLS.
+    it('has a TLS block of two pointers, on aarch64 room for Parca Agent\'s copy, and frame mode\'s 48 bytes', function () {
       const tls = programHeaders().filter((p) => p.type === 'TLS');
       assert.equal(tls.length, 1, 'one PT_TLS segment');
-      assert.equal(tls[0].memsz, process.arch === 'arm64' ? 48 : 16, 'PT_TLS MemSiz');
+      assert.equal(tls[0].memsz, process.arch === 'arm64' ? 96 : 64, 'PT_TLS MemSiz');
     });
 
     it(`reaches each thread-local only through one ${TLSDESC} relocation`, function () {
@@ -330,7 +344,8 @@ describe('external view (readelf, gdb)', function () {
       assert.ok(relocs.length > 0, 'readelf -r output was not understood');
       const tlsRelocs = relocs.filter((r) => /TLS|TPOFF|DTP/.test(r.type));
       assert.deepEqual(tlsRelocs.map((r) => [r.type, r.symbol]).sort(),
-        [[TLSDESC, 'custom_labels_current_set'], [TLSDESC, 'otel_thread_ctx_v1']]);
+        [[TLSDESC, 'custom_labels_als_handle'], [TLSDESC, 'custom_labels_als_identity_hash'],
+          [TLSDESC, 'custom_labels_current_set'], [TLSDESC, 'otel_thread_ctx_nodejs_v1'], [TLSDESC, 'otel_thread_ctx_v1']]);
       for (const r of tlsRelocs) assert.equal(r.offset % 8, 0, 'the descriptor is 8-byte aligned');
     });
 
@@ -448,7 +463,7 @@ describe('external view (readelf, gdb)', function () {
       assert.match(m.path, /customlabels\.node$/);
       assert.equal(path.resolve(m.path), fs.realpathSync(ADDON));
       assert.equal(m.abiVersionLive, 1, 'custom_labels_abi_version in memory');
-      assert.deepEqual(m.ptTlsMemsz, [16]);
+      assert.deepEqual(m.ptTlsMemsz, [64]);
       // The reader parsed the ELF itself; readelf agrees on the GOT slot.
       const desc = relocations().filter((r) => r.type === 'R_X86_64_TLSDESC' && r.symbol === 'custom_labels_current_set');
       assert.equal(m.gotOffset, desc[0].offset);

@@ -81,7 +81,20 @@ describe('the packed tarball', function () {
       needs.tool(this, 'readelf');
       assert.ok(files.includes(`package/prebuilds/linux-${arch}/customlabels.node`), `linux-${arch} addon in ${files.join(' ')}`);
       assert.ok(files.includes(`package/prebuilds/linux-${arch}/customlabels-dump`), `linux-${arch} reader`);
-      for (const f of files.filter((name) => name.endsWith('.node'))) assert.match(f, /customlabels\.node$/);
+      // Every .node file is the addon readers claim, or frame mode's
+      // companion for one Node major, whose name must not end in
+      // customlabels.node (readers would claim it too).
+      const companions = files.filter((name) => name.startsWith(`package/prebuilds/linux-${arch}/v8/`));
+      if (companions.length === 0 && arch !== process.arch) needs.tool(this, cross[arch].replace(/gcc$/, 'g++'));
+      for (const f of files.filter((name) => name.endsWith('.node') && !/\/v8\/customlabels-v8\.abi\d+\.node$/.test(name))) {
+        assert.match(f, /customlabels\.node$/);
+      }
+      assert.deepEqual(companions.sort(), [127, 137, 147].map((abi) => `package/prebuilds/linux-${arch}/v8/customlabels-v8.abi${abi}.node`),
+        'the companion for Node 22, 24 and 26');
+      for (const f of companions) {
+        const header = execFileSync('readelf', ['-h', path.join(installed, f.replace(/^package\//, ''))], { encoding: 'utf8' });
+        assert.match(header, new RegExp(`Machine:\\s+${machine[arch]}`), f);
+      }
       for (const file of ['customlabels.node', 'customlabels-dump']) {
         const header = execFileSync('readelf', ['-h', path.join(installed, 'prebuilds', `linux-${arch}`, file)], { encoding: 'utf8' });
         assert.match(header, new RegExp(`Machine:\\s+${machine[arch]}`), `${arch}/${file}`);

@@ -126,6 +126,8 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
   let tpAddon;
   let maps;
   let descriptor;
+  let file;
+  let base;
 
   before(function () {
     needs.platform(this);
@@ -133,7 +135,7 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
     tpAddon = threadPointerAddon();
 
     // The file the package loaded, and its one TLSDESC relocation.
-    const file = fs.realpathSync(native.file ?? path.join(ROOT, 'build', 'Release', 'customlabels.node'));
+    file = fs.realpathSync(native.file ?? path.join(ROOT, 'build', 'Release', 'customlabels.node'));
     const relocs = readelf(file, '-r').split('\n')
       .map((line) => /^([0-9a-f]{8,})\s+[0-9a-f]{8,}\s+(R_\w+)\s+[0-9a-f]+\s+(\S+)/.exec(line))
       .filter((m) => m && m[3].split('@')[0] === 'custom_labels_current_set');
@@ -144,7 +146,7 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
     maps = mappings();
     const first = maps.find((m) => m.path === file && m.offset === 0n);
     assert.ok(first, `${file} is not mapped from offset 0`);
-    const base = first.start;
+    base = first.start;
     // Memory is read where this test thinks it is: the ELF header at the
     // base, and custom_labels_abi_version = 1 at its symbol's address.
     assert.deepEqual(peek(base, 4), Buffer.from('\x7fELF', 'latin1'), 'ELF magic at the load base');
@@ -170,6 +172,28 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
 
     assert.ok(ARCH.offsetOk(descriptor.arg), `the descriptor's second word ${descriptor.arg} is not ${ARCH.offsetRule}`);
     assert.equal(descriptor.arg % 8n, 0n, 'the offset keeps the slot 8-byte aligned');
+  });
+
+  // Frame mode's thread-locals are read at TP + descriptor[1] too (Parca
+  // Agent's Node.js path, the OpenTelemetry Node.js design): each has a
+  // TLSDESC relocation of its own whose descriptor holds the same static
+  // resolver and the slot's offset moved by the symbol's place in the block.
+  it('each of frame mode\'s thread-locals has a static TLSDESC descriptor at its place in the same block', function () {
+    const symbols = new Map();
+    for (const m of readelf(file, '--dyn-syms').matchAll(/^\s*\d+:\s+([0-9a-f]+)\s+\d+\s+TLS\s+GLOBAL\s+DEFAULT\s+\d+\s+(\w+)/gm)) {
+      symbols.set(m[2], BigInt(`0x${m[1]}`));
+    }
+    const relocs = readelf(file, '-r').split('\n')
+      .map((line) => /^([0-9a-f]{8,})\s+[0-9a-f]{8,}\s+(R_\w+)\s+[0-9a-f]+\s+(\S+)/.exec(line))
+      .filter((m) => m !== null);
+    for (const name of ['custom_labels_als_identity_hash', 'custom_labels_als_handle', 'otel_thread_ctx_nodejs_v1']) {
+      const mine = relocs.filter((m) => m[3].split('@')[0] === name);
+      assert.deepEqual(mine.map((m) => m[2]), [ARCH.reloc], `one TLSDESC relocation for ${name}`);
+      const words = peek(base + BigInt(`0x${mine[0][1]}`), 16);
+      assert.equal(words.readBigUInt64LE(0), descriptor.resolver, `${name}: the same static resolver as the slot's`);
+      assert.equal(words.readBigInt64LE(8) - descriptor.arg,
+        symbols.get(name) - symbols.get('custom_labels_current_set'), `${name}: its offset from the slot in the block`);
+    }
   });
 
   it('thread pointer + that offset is the variable the addon publishes through, in the main thread', function () {

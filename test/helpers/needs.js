@@ -48,6 +48,9 @@ const TOOLS = {
     probe: CROSS_PROBE,
     slow: 'cross-compiling',
   },
+  // C++ cross compilers: frame mode's companion (src/frame.cc).
+  'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'], slow: 'cross-compiling' },
+  'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'], slow: 'cross-compiling' },
   'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'], slow: 'qemu' },
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },

@@ -7,6 +7,12 @@
 // set read by the ABI's rules (NULL-key entries skipped, first entry of a
 // key wins).  The process context is read from its OTEL_CTX mapping through
 // /proc/self/mem.
+//
+// In frame mode (CUSTOMLABELS_PUBLISH=frame, where it runs) the set is read
+// from the frame V8 holds in the isolate's CPED slot instead: the store of
+// the package's AsyncLocalStorage there, its internal field 0's record, the
+// set at record + 24 checked by the token at + 32, and the set's bytes read
+// through /proc/self/mem by the same rules.
 
 const crypto = require('node:crypto');
 const { execFileSync } = require('node:child_process');
@@ -42,6 +48,62 @@ function readerAddon() {
 }
 
 const native = readerAddon();
+
+// ---------------------------------------------------------------------------
+// Frame mode.
+
+const { isMap } = require('node:util').types;
+const TOKEN = 0xEC9EB507FB5D7903n;
+
+function frameMode() {
+  return require('../..').publishMode === 'frame';
+}
+
+// The address of the set in this thread's frame, or 0.
+function frameSet() {
+  const internals = require('../../lib/internals');
+  const frame = internals.companion.v8.cped();
+  if (!isMap(frame)) return 0;
+  const store = frame.get(internals.context.state().storage);
+  if (store === undefined) return 0;
+  const record = internals.companion.v8.recordOf(store);
+  const r = peek(BigInt(record), 40);
+  if (r.readBigUInt64LE(32) !== TOKEN) throw new Error(`record at 0x${record.toString(16)} has no token`);
+  return Number(r.readBigUInt64LE(24));
+}
+
+// The raw fields and entries of the set at `address`, read from memory,
+// including what the ABI's reading rules would hide (holes, duplicates).
+function raw(address) {
+  const read = (at, length) => (length === 0 ? Buffer.alloc(0) : peek(BigInt(at), length));
+  const h = read(address, 24);
+  const storage = Number(h.readBigUInt64LE(0));
+  const count = Number(h.readBigUInt64LE(8));
+  const capacity = Number(h.readBigUInt64LE(16));
+  const entries = [];
+  for (let i = 0; i < count; i++) {
+    const e = read(storage + 32 * i, 32);
+    const keyLen = Number(e.readBigUInt64LE(0)), keyBuf = Number(e.readBigUInt64LE(8));
+    const valueLen = Number(e.readBigUInt64LE(16)), valueBuf = Number(e.readBigUInt64LE(24));
+    entries.push({ keyBuf, valueBuf, key: read(keyBuf, keyLen), value: read(valueBuf, valueLen) });
+  }
+  return { address, storage, count, capacity, entries };
+}
+
+// The set at `address` by the ABI's rules: NULL keys skipped, the first
+// entry of a key wins; every label an own property.
+function decode(address) {
+  const result = {};
+  const seen = new Set();
+  for (const e of raw(address).entries) {
+    if (e.keyBuf === 0) continue;
+    const key = e.key.toString('utf8');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    Object.defineProperty(result, key, { value: e.value.toString('utf8'), writable: true, enumerable: true, configurable: true });
+  }
+  return result;
+}
 
 // The offset in `file` (a 64-bit little-endian ELF shared object) of its
 // TLSDESC descriptor for `symbol`: the r_offset of the relocation of that
@@ -99,6 +161,10 @@ function reader(file = ADDON) {
   // null for a NULL pointer, else { key: value } decoded as UTF-8, every
   // label an own property (a key named __proto__ too).
   const published = () => {
+    if (file === ADDON && frameMode()) {
+      const set = frameSet();
+      return set === 0 ? null : decode(set);
+    }
     const pairs = native.labels(at('custom_labels_current_set'));
     if (pairs === null) return null;
     return Object.fromEntries(pairs.map(([key, value]) => [key.toString('utf8'), value.toString('utf8')]));
@@ -108,7 +174,7 @@ function reader(file = ADDON) {
     // The labels a profiler would attribute a sample to: {} for NULL or empty.
     seen: () => published() ?? {},
     // The published pointer's value, as a Number.
-    address: () => Number(native.pointer(at('custom_labels_current_set'))),
+    address: () => (file === ADDON && frameMode() ? frameSet() : Number(native.pointer(at('custom_labels_current_set')))),
     // The OpenTelemetry thread-context record, as a Buffer, or null.
     record: () => native.record(at('otel_thread_ctx_v1')),
   };
@@ -128,7 +194,7 @@ function otelPayload() {
 }
 
 module.exports = {
-  reader, otelPayload, ...reader(),
+  reader, otelPayload, raw, frameMode, ...reader(),
   // The tests' own addon, as require() loads it.
   get binding() { return require(ADDON); },
 };

@@ -68,11 +68,15 @@ describe('readers: Parca Agent (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e, 
       else assert.ok(offset >= 16n && offset < 65536n, `a static TLS offset above tpidr_el0, got ${offset}`);
     });
 
-    it('does not take its Node.js path (the V8 AsyncContextFrame walk): the addon has no custom_labels_als_* symbols', function () {
+    // The addon exports frame mode's custom_labels_als_* thread-locals in
+    // every mode, so Parca takes its Node.js path too; in hooks mode the
+    // handle thread-local stays NULL, that walk finds nothing, and the
+    // native labels stand (the tests below read them).
+    it('records the custom_labels_als_* offsets (its Node.js path), beside the native slot', function () {
       const [c] = parca('basic').claimed;
-      assert.equal(c.hasAlsData, false, 'has_als_data is false, so maybe_add_node_custom_labels returns at once');
-      assert.equal(c.proc.alsIdentityHashTlsOffset, '0');
-      assert.equal(c.proc.alsHandleTlsOffset, '0');
+      assert.equal(c.hasAlsData, true, 'has_als_data: the addon exports custom_labels_als_handle');
+      assert.notEqual(c.proc.alsIdentityHashTlsOffset, '0');
+      assert.notEqual(c.proc.alsHandleTlsOffset, '0');
     });
 
     it(`${process.arch === 'arm64' ? 'aarch64: dtv[1] + the descriptor\'s offset' : 'x86-64: fs_base + the descriptor\'s offset'} reaches each thread's labels`, function () {

@@ -1,0 +1,261 @@
+'use strict';
+// Following the context with V8's AsyncContextFrame: frame mode.  One
+// mechanism of following the context; lib/index.js chooses it when the
+// operator asks for it (CUSTOMLABELS_PUBLISH=frame) and it can run, and it
+// offers the same run, enter, store, current and state as
+// lib/context/hooks.js.
+//
+// Where AsyncContextFrame is on, V8 carries every AsyncLocalStorage's store
+// across every async hop by itself, and the isolate's CPED slot holds the
+// current frame: a Map from each AsyncLocalStorage to its store.  Here the
+// store of a private AsyncLocalStorage is an object made by the companion
+// addon (customlabels-v8.node, src/frame.cc) whose internal field 0 points
+// at a record that readers walking the frame find through the main addon's
+// thread-locals (custom_labels_als_identity_hash, custom_labels_als_handle,
+// otel_thread_ctx_nodejs_v1).  So no async hook and no promise hook is
+// installed, and custom_labels_current_set stays NULL.
+//
+// The sets are those of lib/labelset.js (one set of reading, checking and
+// merging rules for both modes); this file writes their bytes
+// (useWriter), in chunks the GC owns rather than in the thread's arena:
+//   record (40 bytes): 24 bytes zero, the set's address at +24, the token
+//                      0xEC9EB507FB5D7903 at +32 (Parca Agent's layout)
+//   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
+//   entries (32 bytes each): key {len, buf}, value {len, buf}
+//   bytes: a key once per chunk; a value unless it is that key's last value
+//          written in the chunk (labels such as a route repeat; a trace id
+//          does not)
+// Every pointer in a set points into the set's own chunk.
+//
+// Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
+// Each store object references its chunk (`chunk`) and its LabelSet
+// (`set`, which references the store back), so a chunk is freed only after
+// every store object of a set in it is unreachable, from any frame,
+// closure or set.  One long-lived set pins its whole chunk: CHUNK is the
+// price of that against the cost of making chunks (bench/frame-rss.js).
+// Nothing is freed or reused by this file, and a worker's chunks go with
+// its isolate.
+
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { isMap } = require('node:util').types;
+const { EMPTY, useWriter } = require('../labelset');
+const { LIMITS } = require('../checks');
+
+const CHUNK = 16 * 1024;
+const RECORD = 40;
+const SET = 24;
+const LABEL = 32;
+const TOKEN_LO = 0xfb5d7903;
+const TOKEN_HI = 0xec9eb507;
+const POOL = 64; // store objects made per native call (fill)
+const TWO32 = 4294967296;
+const MAX_KEY = LIMITS.maxKeyBytes;
+const MAX_VALUE = LIMITS.maxValueBytes;
+
+// Why frame mode cannot run in this thread with `v8` (the companion, or
+// null and `missing`, why it did not load), or null when it can.  The probe
+// is the feature itself, not the version or the flags (flags come from
+// NODE_OPTIONS or a worker's execArgv too): inside run(), the CPED slot
+// holds a Map exactly where AsyncContextFrame carries AsyncLocalStorage (a
+// JSMap: Node's frame derives from its own copy of Map, so not instanceof).
+function unavailable(v8, missing) {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < 22) return `Node.js ${process.versions.node} has no AsyncContextFrame (Node.js 22 with --experimental-async-context-frame, or 24 and later)`;
+  if (v8 === null) return missing;
+  const probe = new AsyncLocalStorage();
+  if (!probe.run(1, () => isMap(v8.cped()))) {
+    return major === 22
+      ? 'AsyncContextFrame is off (Node.js 22 turns it on with --experimental-async-context-frame)'
+      : 'AsyncContextFrame is off (--no-async-context-frame)';
+  }
+  return null;
+}
+
+const storage = new AsyncLocalStorage();
+let native = null;
+
+// The current chunk: its ArrayBuffer (which store objects reference),
+// views, base address in halves (the companion never gives a chunk that
+// straddles a 4 GiB line, so base + offset never carries into the high
+// half), the bump offset, and per key written in it where it is and where
+// its last value is.  The key cache's owner is the chunk: a new chunk
+// starts an empty one, bounded by what one chunk holds.
+let buf = null;
+let u32;
+let bytes;
+let lo = 0;
+let hi = 0;
+let off = 0;
+let keys = null;
+// Store objects whose records are already placed in the current chunk,
+// from pool[next] on, the first record at poolAt.
+let pool = null;
+let next = POOL;
+let poolAt = 0;
+
+function newChunk() {
+  const [b, address] = native.chunk(CHUNK);
+  buf = b;
+  u32 = new Uint32Array(b);
+  bytes = Buffer.from(b);
+  lo = address % TWO32;
+  hi = (address - lo) / TWO32;
+  off = 0;
+  keys = new Map();
+  next = POOL; // the pool's records were in the old chunk
+}
+
+function refill() {
+  poolAt = off;
+  off += POOL * RECORD;
+  pool = native.fill(POOL, hi * TWO32 + lo + poolAt, RECORD);
+  next = 0;
+}
+
+// Room for a set of `n` labels whose strings may take `most` bytes,
+// with a record from the pool: a new chunk when it does not fit.
+function room(n, most) {
+  const need = SET + LABEL * n + most + 8 + (next === POOL ? POOL * RECORD : 0);
+  if (off + need > CHUNK) newChunk();
+  if (next === POOL) refill();
+}
+
+// Writes `s` at `at` as UTF-8 (a lone surrogate as U+FFFD, as
+// lib/abi.js writes it); returns its length in bytes.
+function writeString(s, at) {
+  return bytes.utf8Write(s, at, 3 * s.length);
+}
+
+// Writes set.kv's labels (checked, or within the limits if `ascii`) into
+// the current chunk and gives the set its store object.  With `ascii`,
+// returns false as soon as a string is not ASCII, having published nothing
+// (the record is written last): lib/labelset.js then checks the set in
+// UTF-8 bytes and has write() write it again.
+function write(set, ascii) {
+  const kv = set.kv;
+  const n = kv.length >> 1;
+  // No labels and no span of its own: no store, readers find nothing, as
+  // hooks mode publishes NULL.  (A span must stay current for
+  // customlabels/otel, so such a set gets a store of no labels.)
+  if (n === 0 && set.span === null) return true;
+  let most = 0;
+  for (let i = 0; i < kv.length; i++) most += 3 * kv[i].length;
+  room(n, most);
+  const at = off;
+  const storage = at + SET;
+  let p = storage + LABEL * n;
+  for (let i = 0; i < n; i++) {
+    const key = kv[2 * i];
+    const value = kv[2 * i + 1];
+    let k = keys.get(key);
+    if (k === undefined) {
+      const len = writeString(key, p);
+      if (ascii && len !== key.length) return false;
+      k = { at: p, len, value: undefined, vAt: 0, vLen: 0 };
+      keys.set(key, k);
+      p += len;
+    }
+    if (value !== k.value) {
+      const vLen = writeString(value, p);
+      if (ascii && vLen !== value.length) return false;
+      k.vLen = vLen;
+      k.vAt = p;
+      k.value = value;
+      p += vLen;
+    }
+    const l = (storage + LABEL * i) >> 2;
+    u32[l] = k.len;
+    u32[l + 1] = 0;
+    u32[l + 2] = lo + k.at;
+    u32[l + 3] = hi;
+    u32[l + 4] = k.vLen;
+    u32[l + 5] = 0;
+    u32[l + 6] = lo + k.vAt;
+    u32[l + 7] = hi;
+  }
+  const s = at >> 2;
+  u32[s] = lo + storage;
+  u32[s + 1] = hi;
+  u32[s + 2] = n;
+  u32[s + 3] = 0;
+  u32[s + 4] = n;
+  u32[s + 5] = 0;
+  off = (p + 7) & ~7;
+  // The record last: the set is complete before anything points at it.
+  const r = (poolAt + next * RECORD) >> 2;
+  u32[r + 6] = lo + at;
+  u32[r + 7] = hi;
+  u32[r + 8] = TOKEN_LO;
+  u32[r + 9] = TOKEN_HI;
+  const store = pool[next];
+  pool[next++] = undefined;
+  store.chunk = buf;
+  store.set = set;
+  set.store = store;
+  return true;
+}
+
+// The writer lib/labelset.js uses in frame mode: ascii takes the sets
+// within the limits in characters whose strings are all ASCII (so within
+// them in bytes); any writes a set already checked.
+const writer = {
+  ascii(set) {
+    const kv = set.kv;
+    for (let i = 0; i < kv.length; i += 2) {
+      const kl = kv[i].length;
+      if (kl === 0 || kl > MAX_KEY || kv[i + 1].length > MAX_VALUE) return false;
+    }
+    return write(set, true);
+  },
+  any(set) {
+    write(set, false);
+  },
+};
+
+// Turns frame mode on in this thread, with the companion `v8`: before any
+// set is made (lib/index.js).
+function start(v8) {
+  native = v8;
+  native.storeAls(storage);
+  newChunk();
+  useWriter(writer);
+}
+
+// The store object of `set` in the frame: undefined for a set with no
+// labels and no span, so that a reader finds nothing there, as hooks mode
+// publishes NULL for it.  current() then gives EMPTY, which is the same.
+function storeOf(set) {
+  return set.store === null ? undefined : set.store;
+}
+
+// Runs fn with `set` current, synchronously and in the async work it
+// starts: AsyncLocalStorage.run itself.  `prior` is what store() gives now.
+function run(set, fn, prior) {
+  if (set === (prior === undefined ? EMPTY : prior)) return fn();
+  return storage.run(storeOf(set), fn);
+}
+
+// Makes `set` current for the rest of this synchronous execution and the
+// async work it starts.
+function enter(set) {
+  storage.enterWith(storeOf(set));
+}
+
+// The current set, or undefined where none was made current.
+function store() {
+  const s = storage.getStore();
+  return s === undefined ? undefined : s.set;
+}
+
+function current() {
+  const s = storage.getStore();
+  return s === undefined ? EMPTY : s.set;
+}
+
+// For tests (lib/internals.js): `storage` is the AsyncLocalStorage whose
+// stores readers find in the frame.
+function state() {
+  return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, chunk: buf, chunkBytes: CHUNK };
+}
+
+module.exports = { unavailable, start, run, enter, store, current, state, CHUNK, RECORD };

@@ -1,0 +1,339 @@
+// Frame mode's V8 piece, the companion addon customlabels-v8.node: label-set
+// store objects that readers walking V8's AsyncContextFrame find, with no
+// async hook.
+//
+// Where AsyncContextFrame is on, the isolate's ContinuationPreservedEmbedder-
+// Data slot holds the current frame, a Map from each AsyncLocalStorage to its
+// store, and V8 swaps it at every async hop by itself.  A reader that knows
+// V8's layouts (Parca Agent's Node.js path, customlabels-dump) goes from two
+// thread-locals (the AsyncLocalStorage's identity hash and a pointer to a
+// handle slot holding that AsyncLocalStorage) to the store, then from the
+// store's internal field 0 to a native record: 24 bytes zero, the label-set
+// pointer at +24 and the token at +32.  The set behind it is a Custom Label
+// ABI v1 set (lib/context/frame.js writes both).
+//
+// This file holds only what needs V8's C++ API, and is built once per Node
+// major against that major's headers (binding.gyp for the running Node,
+// scripts/prebuild.js for the others):
+//   - the store objects: an ObjectTemplate with two internal fields, made
+//     many per call (fill());
+//   - the arena chunks the records and sets live in (chunk());
+//   - publishing the AsyncLocalStorage: the thread-locals readers look for
+//     are the main addon's (src/abi.c), reached through its cl_frame_tls();
+//     this file defines none, so a reader only ever claims customlabels.node;
+//   - custom_labels_v8_layout, the constants a reader needs, from V8's
+//     headers of the major this file was built for.
+//
+// Lifetime: a store object keeps a reference to the ArrayBuffer of the chunk
+// its record lives in (JavaScript sets it), and the chunk's memory is freed
+// with the ArrayBuffer, so a chunk lives while any store object that points
+// into it can be reached: from a frame, a closure, anything.  No per-set
+// weak handle or finalizer exists.
+
+#include <dlfcn.h>
+#include <node.h>
+#include <v8.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+#include "customlabels.h"
+}
+
+#define CL_EXPORT __attribute__((visibility("default")))
+
+// Where V8 puts internal field 0 of an API object: after the JSObject
+// header, and from V8 13 (Node 24) after the C++-heap wrappable slot too.
+#if V8_MAJOR_VERSION >= 13
+constexpr uint32_t kField0 = v8::internal::Internals::kJSAPIObjectWithEmbedderSlotsHeaderSize;
+#else
+constexpr uint32_t kField0 = v8::internal::Internals::kJSObjectHeaderSize;
+#endif
+
+extern "C" {
+// What a reader needs to walk from the CPED slot to a set, for the Node
+// major this file was built for (all little-endian).  Readers find it by
+// name in the dynamic symbols of the mapped file whose name starts with
+// customlabels-v8.
+struct cl_v8_layout_t {
+  uint32_t version;                       // 1
+  uint32_t size;                          // bytes of this struct
+  uint32_t tagged_size;                   // 8
+  uint32_t js_map_table_offset;           // the JSMap's table: 0x18
+  uint32_t ordered_hash_map_header_size;  // 0x10
+  uint32_t entry_size;                    // {key, value, next}: 24
+  uint32_t record_field_offset;           // internal field 0 in the store object
+  uint32_t otel_record_field_offset;      // internal field 1
+  uint32_t labelset_offset;               // the set pointer in the record: 24
+  uint32_t token_offset;                  // the token in the record: 32
+  uint64_t token;                         // 0xEC9EB507FB5D7903
+};
+CL_EXPORT extern const cl_v8_layout_t custom_labels_v8_layout;
+const cl_v8_layout_t custom_labels_v8_layout = {
+    1, sizeof(cl_v8_layout_t), 8, 0x18, 0x10, 24, kField0, kField0 + 8, 24, 32, 0xEC9EB507FB5D7903ull};
+}
+
+namespace {
+
+using v8::ArrayBuffer;
+using v8::Context;
+using v8::FunctionCallbackInfo;
+using v8::FunctionTemplate;
+using v8::Global;
+using v8::Isolate;
+using v8::Local;
+using v8::Number;
+using v8::Object;
+using v8::ObjectTemplate;
+using v8::String;
+using v8::Value;
+
+// Per environment (main thread or worker): the AsyncLocalStorage whose slot
+// the thread-locals point at, the store template, and the calling thread's
+// thread-locals in the main addon.  Owned by the environment; freed by its
+// cleanup hook.
+struct FrameEnv {
+  Global<Object> als;
+  Global<ObjectTemplate> store;
+  cl_frame_tls_t tls;
+};
+
+// Internal field 0: the record Parca Agent's Node.js path reads (its
+// wrapped_object_offset is this field's offset).  Internal field 1: the
+// OpenTelemetry thread-context record (OTEP 4947), which cannot share field
+// 0's pointer (Parca's token would fall inside its attributes), or NULL.
+constexpr int kFields = 2;
+
+void SetField(Local<Object> obj, int index, void* p) {
+#if V8_MAJOR_VERSION >= 14
+  obj->SetAlignedPointerInInternalField(index, p, 0);
+#else
+  obj->SetAlignedPointerInInternalField(index, p);
+#endif
+}
+
+void SetRecord(Local<Object> obj, void* record) { SetField(obj, 0, record); }
+
+// Addresses cross into JavaScript as numbers: user-space addresses on
+// x86-64 and aarch64 (48-bit) are exact in a double.
+void* AddressOf(Local<Value> v) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(v.As<Number>()->Value()));
+}
+
+// The handle slot a Global keeps: its one word.
+void* SlotOf(Global<Object>* g) {
+  void* slot;
+  static_assert(sizeof(Global<Object>) == sizeof(void*), "a Global is one slot pointer");
+  std::memcpy(&slot, g, sizeof slot);
+  return slot;
+}
+
+// Environment teardown: the reader's gate (the handle pointer) is cleared
+// first, then the handle it pointed at.
+// The OpenTelemetry gate, cped_slot, is cleared first and written last
+// (DataDog/pprof-nodejs #403); Parca's gate is the handle pointer.
+void ClearGates(const cl_frame_tls_t& tls) {
+  *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) = nullptr;
+  *static_cast<void* volatile*>(tls.als_handle) = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+void Cleanup(void* arg) {
+  FrameEnv* env = static_cast<FrameEnv*>(arg);
+  ClearGates(env->tls);
+  *env->tls.otel_nodejs = {};
+  *env->tls.als_identity_hash = 0;
+  env->als.Reset();
+  env->store.Reset();
+  delete env;
+}
+
+// The tagged word of `undefined`, as a reader finds it in the CPED slot.  A
+// Local is a pointer to a slot (Node's V8 has no direct handles), so the
+// word is what the slot holds, not the Local's own value: that is the
+// address of the isolate's root slot.  undefined lives in read-only space
+// and never moves.
+uintptr_t UndefinedAddress(Isolate* isolate) {
+  return *reinterpret_cast<uintptr_t*>(*v8::Undefined(isolate));
+}
+
+FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
+  return static_cast<FrameEnv*>(args.Data().As<v8::External>()->Value());
+}
+
+// storeAls(als): publishes the AsyncLocalStorage whose stores are label sets.
+// The hash is written before the handle pointer, which a reader reads as the
+// gate.
+void StoreAls(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  const cl_frame_tls_t& tls = env->tls;
+  Isolate* isolate = args.GetIsolate();
+  Local<Object> als = args[0].As<Object>();
+  ClearGates(tls);
+  env->als.Reset(isolate, als);
+  int32_t hash = als->GetIdentityHash();
+  void* slot = SlotOf(&env->als);
+  *tls.als_identity_hash = hash;
+  tls.otel_nodejs->als_handle = slot;
+  tls.otel_nodejs->als_identity_hash = hash;
+  tls.otel_nodejs->undefined_addr = UndefinedAddress(isolate);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *static_cast<void* volatile*>(tls.als_handle) = slot;
+  *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) =
+      reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
+}
+
+// fill(n, first, stride): an array of n store objects, the i-th pointing at
+// first + i * stride.  One call for many objects: the first is made from the
+// template, the others are copies of it (a copy of a JSObject is much cheaper
+// than instantiating a template, and keeps its internal field), each then
+// given its own record.
+constexpr uint32_t kFillMax = 256;
+void Fill(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  Local<Context> context = isolate->GetCurrentContext();
+  uint32_t n = args[0].As<v8::Uint32>()->Value();
+  uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[1]));
+  uint32_t stride = args[2].As<v8::Uint32>()->Value();
+  if (n == 0 || n > kFillMax) return;
+  Local<Value> objs[kFillMax];
+  Local<Object> model;
+  if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+  SetField(model, 1, nullptr);
+  for (uint32_t i = 0; i < n; i++) {
+#if V8_MAJOR_VERSION >= 13
+    Local<Object> obj = i == 0 ? model : model->Clone(isolate);
+#else
+    Local<Object> obj = i == 0 ? model : model->Clone();
+#endif
+    SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
+    objs[i] = obj;
+  }
+  args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
+}
+
+// chunk(size): [ArrayBuffer, address] over `size` zeroed bytes whose address
+// does not carry into its high 32 bits anywhere inside (JavaScript forms
+// addresses from the base's two halves).  The memory comes from Node's
+// ArrayBuffer allocator, so V8 counts it as external memory and collects
+// dead chunks at the pace they are made: a backing store of our own, with a
+// deleter V8 does not count, let dead chunks pile up in old space between
+// rare full collections (RSS grew by 25 MB/s).  A backing store never moves;
+// it is owned by the ArrayBuffer and freed with it.  A chunk that straddles a
+// 4 GiB line (a chance of size in 4 GiB) is dropped and another taken.
+void Chunk(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  Local<Context> context = isolate->GetCurrentContext();
+  size_t size = args[0].As<v8::Uint32>()->Value();
+  for (int attempt = 0; attempt < 4; attempt++) {
+#if V8_MAJOR_VERSION >= 13
+    Local<ArrayBuffer> buf;
+    if (!ArrayBuffer::MaybeNew(isolate, size).ToLocal(&buf)) return;
+#else
+    Local<ArrayBuffer> buf = ArrayBuffer::New(isolate, size);  // aborts when out of memory
+#endif
+    uintptr_t a = reinterpret_cast<uintptr_t>(buf->Data());
+    if ((a >> 32) != ((a + size) >> 32)) continue;
+    Local<v8::Array> out = v8::Array::New(isolate, 2);
+    if (out->Set(context, 0, buf).IsNothing() ||
+        out->Set(context, 1, Number::New(isolate, static_cast<double>(a))).IsNothing())
+      return;
+    args.GetReturnValue().Set(out);
+    return;
+  }
+  isolate->ThrowException(v8::Exception::RangeError(
+      String::NewFromUtf8Literal(isolate, "frame: no arena chunk below a 4 GiB line")));
+}
+
+// recordOf(store): the address in internal field 0 (tests).
+void RecordOf(const FunctionCallbackInfo<Value>& args) {
+  Local<Object> obj = args[0].As<Object>();
+#if V8_MAJOR_VERSION >= 14
+  void* p = obj->GetAlignedPointerFromInternalField(0, 0);
+#else
+  void* p = obj->GetAlignedPointerFromInternalField(0);
+#endif
+  args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(p)));
+}
+
+// setSecond(store, address): internal field 1 (tests: where V8 puts it).
+void SetSecond(const FunctionCallbackInfo<Value>& args) {
+  SetField(args[0].As<Object>(), 1, AddressOf(args[1]));
+}
+
+// isolate(): the isolate's address, and the CPED slot's offset from V8's
+// header, for the reader tests (and what a writer can publish for readers
+// so that they need no Node-version tables).
+void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  Local<Context> context = isolate->GetCurrentContext();
+  Local<Object> o = Object::New(isolate);
+  auto set = [&](const char* k, double v) {
+    return o->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).IsJust();
+  };
+  if (!set("isolate", static_cast<double>(reinterpret_cast<uintptr_t>(isolate))) ||
+      !set("cpedOffset", v8::internal::Internals::kContinuationPreservedEmbedderDataOffset) ||
+      !set("jsObjectHeaderSize", v8::internal::Internals::kJSObjectHeaderSize) ||
+      !set("field0Offset", kField0) ||
+      !set("undefined", static_cast<double>(UndefinedAddress(isolate))))
+    return;
+  args.GetReturnValue().Set(o);
+}
+
+// cped(): what the isolate's ContinuationPreservedEmbedderData slot holds
+// now.  Inside AsyncLocalStorage.run it is a Map exactly where
+// AsyncContextFrame is on: the feature test frame mode needs (flags can come
+// from NODE_OPTIONS or a worker's execArgv, so the command line cannot tell).
+void Cped(const FunctionCallbackInfo<Value>& args) {
+  args.GetReturnValue().Set(args.GetIsolate()->GetContinuationPreservedEmbedderData());
+}
+
+void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, const char* name,
+            v8::FunctionCallback cb) {
+  Local<Context> context = isolate->GetCurrentContext();
+  Local<FunctionTemplate> t = FunctionTemplate::New(isolate, cb, data);
+  Local<v8::Function> fn;
+  if (!t->GetFunction(context).ToLocal(&fn)) return;
+  exports->Set(context, String::NewFromUtf8(isolate, name).ToLocalChecked(), fn).Check();
+}
+
+}  // namespace
+
+NODE_MODULE_INIT(/* exports, module, context */) {
+  Isolate* isolate = Isolate::GetCurrent();
+  // The main addon, loaded RTLD_GLOBAL before this file (lib/addon.js),
+  // holds the thread-locals; without it this file has nothing to publish.
+  using FrameTls = cl_frame_tls_t* (*)(cl_frame_tls_t*);
+  FrameTls frame_tls = reinterpret_cast<FrameTls>(dlsym(RTLD_DEFAULT, "cl_frame_tls"));
+  cl_frame_tls_t tls{};
+  if (frame_tls == nullptr || frame_tls(&tls)->version != CL_FRAME_TLS_VERSION || tls.size != sizeof tls) {
+    isolate->ThrowException(v8::Exception::Error(String::NewFromUtf8Literal(
+        isolate, "customlabels-v8: customlabels.node (cl_frame_tls, version 1) is not loaded in the global scope")));
+    return;
+  }
+  // Freed by Cleanup when the environment ends.
+  FrameEnv* env = new FrameEnv();
+  env->tls = tls;
+  node::AddEnvironmentCleanupHook(isolate, Cleanup, env);
+  Local<v8::External> data = v8::External::New(isolate, env);
+
+  Local<ObjectTemplate> store = ObjectTemplate::New(isolate);
+  store->SetInternalFieldCount(kFields);
+  env->store.Reset(isolate, store);
+
+  Method(isolate, exports, data, "storeAls", StoreAls);
+  Method(isolate, exports, data, "fill", Fill);
+  Method(isolate, exports, data, "chunk", Chunk);
+  Method(isolate, exports, data, "recordOf", RecordOf);
+  Method(isolate, exports, data, "isolateInfo", IsolateInfo);
+  Method(isolate, exports, data, "cped", Cped);
+  Method(isolate, exports, data, "setSecond", SetSecond);
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "modules"),
+               Number::New(isolate, NODE_MODULE_VERSION)).Check();
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "recordFieldOffset"),
+               Number::New(isolate, kField0)).Check();
+}

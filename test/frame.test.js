@@ -1,0 +1,151 @@
+'use strict';
+// Frame mode (CUSTOMLABELS_PUBLISH=frame): choosing it, falling back from
+// it, that it installs no hook, that workers ending at any point free what
+// they made, and the API tests run again in it.  Each case runs in a child
+// process, because the mode is chosen once per thread when the package
+// loads.  What readers read in frame mode is test/readers/parca-node.test.js.
+
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const needs = require('./helpers/needs');
+
+const ROOT = path.join(__dirname, '..');
+const MAJOR = Number(process.versions.node.split('.')[0]);
+// The API test files, run again in frame mode: what withLabels, enterLabels,
+// getLabels and customlabels/otel mean, and what a reader finds, must not
+// depend on the mode (test/helpers/tls.js reads the frame in frame mode).
+const API_FILES = ['api', 'async', 'otel', 'workers', 'errors'].map((f) => path.join(__dirname, `${f}.test.js`));
+
+function node(code, env = {}, args = []) {
+  const r = spawnSync(process.execPath, [...args, '-e', code], {
+    cwd: ROOT, encoding: 'utf8', timeout: 120000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame', ...env },
+  });
+  return r;
+}
+
+// Whether frame mode runs for a child of this Node (AsyncContextFrame on,
+// a companion for this ABI), and the child's warning if not.
+function probe() {
+  const r = node(`const cl = require('.'); process.stdout.write(JSON.stringify({ mode: cl.publishMode }));`);
+  assert.equal(r.status, 0, r.stderr);
+  return { mode: JSON.parse(r.stdout).mode, stderr: r.stderr };
+}
+
+describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
+  this.timeout(180000);
+  let frameRuns = false;
+
+  before(function () {
+    needs.platform(this);
+    const { supported, unsupportedReason } = require('..');
+    if (!supported) needs.feature(this, 'addon', `the addon did not load: ${unsupportedReason}`);
+    frameRuns = probe().mode === 'frame';
+  });
+
+  it('runs where it can, and elsewhere warns once with the reason and publishes with hooks', function () {
+    const { mode, stderr } = probe();
+    const acf = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+      (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
+    if (MAJOR < 22) {
+      assert.equal(mode, 'hooks');
+      assert.match(stderr, /CUSTOMLABELS_PUBLISH.*has no AsyncContextFrame.*publishes with hooks/);
+    } else if (!acf) {
+      assert.equal(mode, 'hooks');
+      assert.match(stderr, /CUSTOMLABELS_PUBLISH.*AsyncContextFrame is off/);
+    } else {
+      // Node 22 with the flag, 24, 26: the companion for this ABI is built
+      // (binding.gyp) or prebuilt (scripts/prebuild.js); CI must have it.
+      if (mode !== 'frame' && process.env.CUSTOMLABELS_TEST_STRICT !== '1') {
+        needs.feature(this, 'customlabels-v8', `no companion for Node ${process.version}: ${stderr.trim()}`);
+      }
+      assert.equal(mode, 'frame', stderr);
+      assert.equal(stderr.includes('CUSTOMLABELS_PUBLISH'), false, stderr);
+    }
+    assert.equal(stderr.match(/\[CUSTOMLABELS_PUBLISH\]/g)?.length ?? 0, mode === 'frame' ? 0 : 1, 'one warning at most');
+  });
+
+  it('any other value than hooks or frame: one warning naming it, and hooks', function () {
+    const r = node(`process.stdout.write(require('.').publishMode)`, { CUSTOMLABELS_PUBLISH: 'frames' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'hooks');
+    assert.match(r.stderr, /CUSTOMLABELS_PUBLISH=frames is neither hooks nor frame/);
+    const h = node(`process.stdout.write(require('.').publishMode)`, { CUSTOMLABELS_PUBLISH: 'hooks' });
+    assert.equal(h.stdout, 'hooks');
+    assert.equal(h.stderr, '');
+  });
+
+  it('installs no async hook and no promise hook, and labels still follow awaits, timers and immediates', function () {
+    if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node (previous test says why)');
+    const r = node(`
+      const ah = require('node:async_hooks');
+      const v8 = require('node:v8');
+      const calls = [];
+      const createHook = ah.createHook;
+      ah.createHook = (...a) => { calls.push('createHook'); return createHook(...a); };
+      for (const k of ['onInit', 'onBefore', 'onAfter', 'onSettled', 'createHook']) {
+        const f = v8.promiseHooks[k];
+        v8.promiseHooks[k] = (...a) => { calls.push('promiseHooks.' + k); return f(...a); };
+      }
+      const cl = require('.');
+      const { setTimeout: sleep } = require('node:timers/promises');
+      const seen = [];
+      Promise.all([1, 2].map((i) => cl.withLabels({ flow: String(i) }, async () => {
+        await null;
+        await sleep(2);
+        await new Promise((r) => setImmediate(r));
+        seen.push(cl.getLabels().flow);
+      }))).then(() => {
+        process.stdout.write(JSON.stringify({ mode: cl.publishMode, calls, seen: seen.sort() }));
+      });
+    `);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { mode: 'frame', calls: [], seen: ['1', '2'] });
+  });
+
+  it('workers that end, and workers terminated in the middle of a request, leave the process working', function () {
+    if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node');
+    const r = node(`
+      const { Worker } = require('node:worker_threads');
+      const body = \`
+        const cl = require(${JSON.stringify(ROOT)});
+        if (cl.publishMode !== 'frame') throw new Error('worker publishes with ' + cl.publishMode);
+        let n = 0;
+        (function loop() {
+          for (let i = 0; i < 50; i++) {
+            cl.withLabels({ trace_id: 'req-' + (n++), route: '/r' }, async () => {
+              await null;
+              await new Promise((r) => setTimeout(r, 1));
+            });
+          }
+          if (n === 500) require('node:worker_threads').parentPort.postMessage('busy');
+          setImmediate(loop);
+        })();
+      \`;
+      (async () => {
+        for (let round = 0; round < 6; round++) {
+          const ws = Array.from({ length: 4 }, () => new Worker(body, { eval: true }));
+          await Promise.all(ws.map((w) => new Promise((res, rej) => { w.once('message', res); w.once('error', rej); })));
+          // Terminated in the middle of requests: flows are waiting on timers.
+          await Promise.all(ws.map((w) => w.terminate()));
+        }
+        const cl = require('.');
+        const labels = await cl.withLabels({ after: 'workers' }, async () => { await null; return cl.getLabels(); });
+        process.stdout.write(JSON.stringify({ mode: cl.publishMode, labels }));
+      })();
+    `);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { mode: 'frame', labels: { after: 'workers' } });
+  });
+
+  it('the API tests pass in frame mode too', function () {
+    if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node');
+    const mocha = path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js');
+    const r = spawnSync(process.execPath, [mocha, '--no-config', '--timeout', '60000', '--reporter', 'dot', ...API_FILES], {
+      cwd: ROOT, encoding: 'utf8', timeout: 170000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' },
+    });
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /\d+ passing/);
+    assert.doesNotMatch(r.stdout, /failing/);
+  });
+});

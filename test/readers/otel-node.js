@@ -1,0 +1,103 @@
+'use strict';
+// The OpenTelemetry Node.js thread-context walk, as the design document in
+// open-telemetry/opentelemetry-ebpf-profiler PR #1861 (open) specifies it:
+//   design-docs/01861-nodejs-thread-context/README.md
+//   @0513b7cf7d06666fec4076a998ee4dc7c09088cb (the version stored for
+//   reference; re-read the PR's latest before relying on it)
+// No reader exists in code yet; this follows the document's "Thread sampling"
+// pseudo-code and its checks:
+//   - otel_thread_ctx_nodejs_v1, a 32-byte thread-local found as OTEP 4947's
+//     is (here: its TLSDESC relocation, thread pointer + descriptor[1]):
+//     cped_slot @0 (the gate: zero means stop), als_handle @8,
+//     als_identity_hash @16, undefined_addr @24;
+//   - *cped_slot equal to undefined_addr: no context;
+//   - the frame is a JSMap: its table at js_map_table_offset, the
+//     OrderedHashMap's counts after ordered_hash_map_header_size, the bucket
+//     count a power of two, buckets then {key, value, next} entries of 3
+//     tagged words, looked up by the identity hash;
+//   - the value equal to undefined_addr: detached;
+//   - the record pointer at value - 1 + js_object_record_offset; NULL: none;
+//   - the 28-byte OTEP 4947 header; valid must be 1.
+// The four layout constants come from the process context in the design;
+// here the caller passes them (the writer's values).
+
+const elf = require('./support/elf');
+const pfelf = require('./support/pfelf');
+const memory = require('./support/memory');
+
+const SYMBOL = 'otel_thread_ctx_nodejs_v1';
+const NODE = /.*\/customlabels\.node/; // the files this emulation looks in
+
+// The thread pointer offset of the struct, from the first mapped file that
+// has its TLSDESC relocation.
+function discover(pid, mem) {
+  for (const m of memory.maps(pid)) {
+    if (m.perms[2] !== 'x' || !NODE.test(m.path)) continue;
+    const f = elf.open(m.path);
+    if (!f) continue;
+    let got = null;
+    pfelf.visitRelocations(f, pfelf.REL.TLSDESC, (r, name) => {
+      if (name === SYMBOL) got = r.offset;
+      return got === null;
+    });
+    if (got === null) continue;
+    const bias = m.start - pfelf.fileOffsetToVirtualAddress(f, m.offset);
+    return { file: m.path, offset: mem.read(bias + got + 8n, 8).readBigUInt64LE(0) };
+  }
+  return null;
+}
+
+// One sample of the thread at `tp`: { outcome, traceId, spanId }.
+function sample({ pid, mem, tp }, layout) {
+  const found = discover(pid, mem);
+  if (!found) return { outcome: 'no discovery symbol' };
+  const u64 = (a) => mem.read(a, 8).readBigUInt64LE(0);
+  try {
+    const s = mem.read(BigInt.asUintN(64, tp + found.offset), 32);
+    const cpedSlot = s.readBigUInt64LE(0);
+    if (cpedSlot === 0n) return { outcome: 'gate closed' };
+    const alsHandle = s.readBigUInt64LE(8);
+    const hash = s.readInt32LE(16);
+    const undef = s.readBigUInt64LE(24);
+    const frame = u64(cpedSlot);
+    if (frame === undef) return { outcome: 'no context' };
+    const table = u64(frame - 1n + BigInt(layout.jsMapTableOffset)) - 1n;
+    const counts = table + BigInt(layout.orderedHashMapHeaderSize);
+    const nb = u64(counts + 16n);
+    if ((nb & 0xffffffffn) !== 0n) return { outcome: 'bucket count is not a Smi' };
+    const buckets = Number(nb >> 32n);
+    if (buckets <= 0 || (buckets & (buckets - 1))) return { outcome: 'bucket count is not a power of two' };
+    const first = counts + 24n;
+    const key = u64(alsHandle);
+    let idx = Number(BigInt.asIntN(64, u64(first + 8n * BigInt(hash & (buckets - 1)))) >> 32n);
+    let value = null;
+    for (let tries = 0; idx >= 0 && tries < 64; tries++) {
+      const e = mem.read(first + 8n * BigInt(buckets) + 24n * BigInt(idx), 24);
+      if (e.readBigUInt64LE(0) === key) {
+        value = e.readBigUInt64LE(8);
+        break;
+      }
+      idx = Number(BigInt.asIntN(64, e.readBigUInt64LE(16)) >> 32n);
+    }
+    if (value === null) return { outcome: 'not in this frame' };
+    if (value === undef) return { outcome: 'detached' };
+    const record = u64(value - 1n + BigInt(layout.jsObjectRecordOffset));
+    if (record === 0n) return { outcome: 'no record' };
+    const h = mem.read(record, 28);
+    if (h[24] !== 1) return { outcome: 'not valid' };
+    return { outcome: 'record', traceId: h.subarray(0, 16).toString('hex'), spanId: h.subarray(16, 24).toString('hex'), attrsSize: h.readUInt16LE(26) };
+  } catch (err) {
+    return { outcome: `failed: ${err.message}` };
+  }
+}
+
+function inside(tp, layout) {
+  const mem = memory.inside();
+  try {
+    return sample({ pid: process.pid, mem, tp }, layout);
+  } finally {
+    mem.close();
+  }
+}
+
+module.exports = { sample, inside, discover };

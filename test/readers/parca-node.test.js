@@ -1,0 +1,199 @@
+'use strict';
+// Parca Agent's Node.js path (test/readers/parca-node.js, re-implemented from
+// parca-dev/opentelemetry-ebpf-profiler @9ece4f9e) over the package in frame
+// mode (CUSTOMLABELS_PUBLISH=frame), in a child process of the Node
+// that runs the suite: its main thread and two workers each sample
+// themselves from inside a label set, after awaits, an immediate and a timer.
+//
+// - Corrected (the isolate from .symtab, the CPED offset from V8's header):
+//   reads each thread's own labels wherever AsyncContextFrame is on, and
+//   nothing from the frame where it is off (Node 22 without the flag):
+//   frame mode does not run there, the package publishes with hooks, and
+//   the native labels stand.
+// - Exact: reads them only where Parca's two lookups hold on this Node: the
+//   isolate's thread-local in the dynamic symbols (before Node 26) and its
+//   CPED table entry equal to V8's offset.  The test predicts that from the
+//   binary and the header and holds the reader to it, so that it says which
+//   Node versions Parca reads.
+
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const needs = require('../helpers/needs');
+const elf = require('./support/elf');
+const pfelf = require('./support/pfelf');
+
+const ROOT = path.join(__dirname, '..', '..');
+const MAJOR = Number(process.versions.node.split('.')[0]);
+const THREADS = ['main', 'worker1', 'worker2'];
+const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
+const PARCA_CPED = MAJOR < 24 ? 576 : MAJOR < 25 ? 632 : 640;
+
+function nodeInclude() {
+  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
+  return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
+}
+
+describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e) over the package in frame mode', function () {
+  this.timeout(120000);
+  let out;
+
+  before(function () {
+    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
+    if (MAJOR < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+      return;
+    }
+    // Where AsyncContextFrame is off the package publishes with hooks, and
+    // what Parca reads then is test/readers/parca.test.js.
+    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.tool(this, 'gcc');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-'));
+    const tp = path.join(tmp, 'tp.node');
+    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+    const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), tp],
+      { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
+    fs.rmSync(tmp, { recursive: true, force: true });
+    assert.equal(r.status, 0, r.stderr);
+    out = JSON.parse(r.stdout);
+    if (out.noCompanion) needs.feature(this, 'customlabels-v8', out.noCompanion);
+  });
+
+  const expected = (t) => ({ thread: t, trace_id: `4bf92f3577b34da6a3ce929d0e0e4736-${t}` });
+
+  it('corrected: reads each thread its own labels from the frame where AsyncContextFrame is on; elsewhere the native labels of the hooks fallback stand', function () {
+    for (const t of THREADS) {
+      const r = out.threads[t].corrected;
+      assert.equal(r.hasAlsData, true, `${t}: the file has the custom_labels_als_* relocations`);
+      if (out.frameOn) assert.equal(r.native, null, `${t}: frame mode publishes no native set`);
+      else assert.notEqual(r.native, null, `${t}: hooks mode publishes the native set`);
+      assert.deepEqual(r.labels, expected(t), `${t}: ${r.node.outcome}`);
+    }
+  });
+
+  it('one store object serves both: Parca reads field 0, the OpenTelemetry Node.js walk (PR #1861) reads its record in field 1', function () {
+    if (!out.frameOn) this.skip();
+    for (const t of THREADS) {
+      const r = out.threads[t];
+      assert.equal(r.second, r.otelRecord, `${t}: field 1 is the word after field 0`);
+      assert.deepEqual(r.otel, { outcome: 'record', traceId: r.traceId, spanId: '00f067aa0ba902b7', attrsSize: 0 }, t);
+      assert.deepEqual(r.corrected.labels, expected(t), `${t}: Parca still reads field 0`);
+    }
+  });
+
+  it('outside any set: neither reader reports labels or a record (no frame, or a frame without our store)', function () {
+    if (!out.frameOn) this.skip();
+    for (const t of THREADS) {
+      const o = out.threads[t].outside;
+      assert.equal(o.corrected.labels, null, `${t}: ${o.corrected.node.outcome}`);
+      assert.ok(['no context', 'not in this frame'].includes(o.otel.outcome), `${t}: ${o.otel.outcome}`);
+    }
+  });
+
+  it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
+    const exe = elf.open(fs.realpathSync(process.execPath));
+    const inDynsym = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
+    const isolateFound = MAJOR >= 26 || inDynsym;
+    const cpedRight = PARCA_CPED === out.cpedOffset;
+    const reads = out.frameOn && isolateFound && cpedRight;
+    for (const t of THREADS) {
+      const r = out.threads[t].exact;
+      // Frame mode publishes no native set; the hooks fallback does, and
+      // its labels stand when the Node path reads nothing.
+      if (reads || !out.frameOn) assert.deepEqual(r.labels, expected(t), `${t}: ${r.node.outcome}`);
+      else assert.equal(r.labels, null, `${t}: ${r.node.outcome}`);
+    }
+    if (!isolateFound) assert.match(out.threads.main.exact.v8.warning, /failed to look up g_current_isolate/);
+    this.test.title += `: ${reads ? 'reads' : `reads nothing (${[!out.frameOn && 'AsyncContextFrame off',
+      !isolateFound && 'isolate symbol only in .symtab', !cpedRight && `V8's CPED offset is ${out.cpedOffset}`].filter(Boolean).join(', ')})`}`;
+  });
+});
+
+describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, from outside the process (ptrace, process_vm_readv)', function () {
+  this.timeout(120000);
+  let out;
+
+  before(async function () {
+    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
+    if (MAJOR < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+      return;
+    }
+    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.tool(this, 'gcc', 'mkfifo');
+    const memory = require('./support/memory');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
+    const tp = path.join(tmp, 'tp.node');
+    const probe = path.join(tmp, 'ptrace_probe');
+    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+    execFileSync('gcc', ['-std=gnu11', '-O2', '-o', probe, path.join(__dirname, 'support', 'ptrace_probe.c')]);
+    const { spawn } = require('node:child_process');
+    const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_parked.js'), tp],
+      { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
+    try {
+      const line = await new Promise((resolve, reject) => {
+        let buf = '';
+        child.stdout.on('data', (d) => {
+          buf += d;
+          if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
+        });
+        child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
+      });
+      const parsed = JSON.parse(line);
+      if (parsed.noCompanion) needs.feature(this, 'customlabels-v8', parsed.noCompanion);
+      const reported = parsed.threads;
+      const mem = memory.outside(probe, child.pid, tmp);
+      const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
+      for (const tid of tids) mem.stop(tid);
+      try {
+        const view = memory.paged(mem);
+        const parcaNode = require('./parca-node');
+        const otelNode = require('./otel-node');
+        out = {};
+        for (const t of reported) {
+          const s = { pid: child.pid, mem: view, tp: BigInt(t.tp), arch: process.arch };
+          out[t.name] = {
+            traceId: t.traceId,
+            exact: parcaNode.sample(s, {}),
+            corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.info.cpedOffset }),
+            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset + 8 }),
+          };
+        }
+      } finally {
+        for (const tid of tids) mem.cont(tid);
+        await mem.close();
+      }
+    } finally {
+      child.kill('SIGKILL');
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, from the same store', function () {
+    const frameOn = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+      (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
+    if (!frameOn) this.skip();
+    for (const t of THREADS) {
+      const r = out[t];
+      assert.deepEqual(r.corrected.labels, { thread: t, trace_id: r.traceId }, `${t}: ${r.corrected.node.outcome}`);
+      assert.equal(r.otel.outcome, 'record', t);
+      assert.equal(r.otel.traceId, r.traceId, t);
+    }
+  });
+
+  it('exact Parca reads them from outside exactly where it reads them inside', function () {
+    const exe = elf.open(fs.realpathSync(process.execPath));
+    const isolateFound = MAJOR >= 26 || pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
+    for (const t of THREADS) {
+      const r = out[t];
+      const reads = r.corrected.labels !== null && isolateFound && PARCA_CPED === Number(r.corrected.v8.cpedOffset);
+      if (reads) assert.deepEqual(r.exact.labels, r.corrected.labels, `${t}: ${r.exact.node.outcome}`);
+      else assert.equal(r.exact.labels, null, `${t}: ${r.exact.node.outcome}`);
+    }
+  });
+});
