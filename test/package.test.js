@@ -12,7 +12,7 @@ const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const { pack, npm, ROOT } = require('./helpers/pack');
 const { start } = require('./helpers/registry');
 const { supported, unsupportedReason } = require('..');
-const { why, skipUnderEmulation } = require('./helpers/emulation');
+const { emulated, why, skipUnderEmulation } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { OLDEST, compareVersions, newestGlibc } = require('./helpers/glibc');
 // What a profiler reads, through the installed copy's own addon.  Required
@@ -194,6 +194,12 @@ describe('the packed tarball', function () {
     let app;
 
     function bundle(name, options) {
+      // Under qemu-user, esbuild's JavaScript finds only the host's binary
+      // (npm installed for the host): pointed at it, the host's kernel runs
+      // it natively, and the bundle, which is JavaScript, is the same.
+      if (emulated && process.env.ESBUILD_BINARY_PATH === undefined) {
+        process.env.ESBUILD_BINARY_PATH = path.join(ROOT, 'node_modules', '@esbuild', 'linux-x64', 'bin', 'esbuild');
+      }
       require('esbuild').buildSync({
         entryPoints: [path.join(app, 'entry.js')], bundle: true, platform: 'node',
         outfile: path.join(app, 'dist', name), logLevel: 'error', ...options,
