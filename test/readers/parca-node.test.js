@@ -22,6 +22,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const needs = require('../helpers/needs');
+const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 
@@ -50,10 +51,10 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     // Where AsyncContextFrame is off the package publishes with hooks, and
     // what Parca reads then is test/readers/parca.test.js.
     if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
-    needs.tool(this, 'gcc');
+    needs.tool(this, CC);
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-'));
     const tp = path.join(tmp, 'tp.node');
-    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+    execFileSync(CC, ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
       path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
     const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), tp],
       { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
@@ -124,6 +125,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
       return;
     }
     if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    skipUnderEmulation(this, why.dump);
     needs.tool(this, 'gcc', 'mkfifo');
     const memory = require('./support/memory');
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
