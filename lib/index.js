@@ -24,12 +24,21 @@ const INTERNAL = Symbol.for('customlabels.internal.v1');
 // Which mechanism publishes in this thread: 'hooks' or 'frame'.  The
 // operator's CUSTOMLABELS_PUBLISH is read once per thread, here; where frame
 // mode was asked for and cannot run, or the value is neither mode, one
-// warning per process says why, and hooks mode publishes.
+// warning per process says why, and hooks mode publishes.  Once per process
+// even where workers load the package before the main thread does, or
+// together: the addon keeps the word that says it was given (src/abi.c).
+// Without the addon, worker environment data stands in: workers started
+// before the warning, or by a thread that never loaded the package, warn
+// again, as the missing addon's own warning does (lib/addon.js).
 const PUBLISH_WARNED = 'customlabels.publishWarned';
 
-function warnPublish(message) {
-  if (getEnvironmentData(PUBLISH_WARNED) === true) return;
-  setEnvironmentData(PUBLISH_WARNED, true);
+function warnPublish(addon, message) {
+  if (addon.binding !== null) {
+    if (!addon.binding.claimPublishWarning()) return;
+  } else {
+    if (getEnvironmentData(PUBLISH_WARNED) === true) return;
+    setEnvironmentData(PUBLISH_WARNED, true);
+  }
   process.emitWarning(message, { code: 'CUSTOMLABELS_PUBLISH' });
 }
 
@@ -37,7 +46,7 @@ function chooseMode(addon) {
   const asked = process.env.CUSTOMLABELS_PUBLISH;
   if (asked === undefined || asked === '' || asked === 'hooks') return 'hooks';
   if (asked !== 'frame') {
-    warnPublish(`CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);
+    warnPublish(addon, `CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);
     return 'hooks';
   }
   if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
@@ -45,7 +54,7 @@ function chooseMode(addon) {
   const { v8, reason } = addon.loadCompanion();
   const why = frame.unavailable(v8, reason);
   if (why !== null) {
-    warnPublish(`CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
+    warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
     return 'hooks';
   }
   frame.start(v8);

@@ -189,16 +189,21 @@ bool cl_static_tls(long *offset) {
 }
 
 /*
- * Whether the process has been told that the module is in dynamic TLS.
- * A module's TLS is static or dynamic for as long as it is loaded, and
- * cl_stay_loaded() makes that the life of the process: so this word, the
- * only mutable global here besides the thread-locals, is what makes the
- * warning once per process rather than once per worker.
+ * The warnings the process has given, one bit each (cl_warning_t).  Some
+ * warnings are about the process, not about one environment: whether the
+ * module is in dynamic TLS (a module's TLS is static or dynamic for as long
+ * as it is loaded, and cl_stay_loaded() makes that the life of the
+ * process), and how CUSTOMLABELS_PUBLISH, which every thread reads from
+ * the same environment, was taken.  Worker environment data cannot say
+ * that once: a worker started before the first warning, or by a thread
+ * that never loaded the package, inherits nothing.  So this word, the only
+ * mutable global here besides the thread-locals, is what makes each of
+ * them once per process rather than once per worker.
  */
-static int dynamic_told;
+static unsigned warnings_given;
 
-bool cl_claim_dynamic_warning(void) {
-  return __atomic_exchange_n(&dynamic_told, 1, __ATOMIC_RELAXED) == 0;
+bool cl_claim_warning(cl_warning_t which) {
+  return (__atomic_fetch_or(&warnings_given, (unsigned)which, __ATOMIC_RELAXED) & (unsigned)which) == 0;
 }
 
 /*

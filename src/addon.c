@@ -427,6 +427,17 @@ static napi_value otel_key_index(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * claimPublishWarning(): true for the first caller in the process only, the
+ * one that says why CUSTOMLABELS_PUBLISH was not followed (lib/index.js).
+ */
+static napi_value claim_publish_warning(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  CALL(env, napi_get_boolean(env, cl_claim_warning(CL_WARN_PUBLISH), &result));
+  return result;
+}
+
+/*
  * tls(): { static, offset, warn } for this module's TLS block on the
  * calling thread: whether readers find custom_labels_current_set at the
  * thread pointer plus its descriptor's second word (src/abi.c), that word,
@@ -442,7 +453,7 @@ static napi_value tls_placement(napi_env env, napi_callback_info info) {
   CALL(env, napi_get_boolean(env, is_static, &flag));
   CALL(env, napi_set_named_property(env, result, "static", flag));
   if (!set_number(env, result, "offset", (double)offset)) return NULL;
-  CALL(env, napi_get_boolean(env, !is_static && cl_claim_dynamic_warning(), &warn));
+  CALL(env, napi_get_boolean(env, !is_static && cl_claim_warning(CL_WARN_DYNAMIC_TLS), &warn));
   CALL(env, napi_set_named_property(env, result, "warn", warn));
   return result;
 }
@@ -548,6 +559,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
       {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"claimPublishWarning", NULL, claim_publish_warning, NULL, NULL, NULL, napi_enumerable, NULL},
       {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},

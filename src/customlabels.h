@@ -14,8 +14,8 @@
  *     key map and the word that says it is on, behind a mutex, because the
  *     OTEP makes it one per process and every thread's records index the
  *     same key map;
- *   - one word in src/abi.c that makes the CUSTOMLABELS_DYNAMIC_TLS warning
- *     once per process, because whether the module is in dynamic TLS is a
+ *   - one word in src/abi.c that makes the CUSTOMLABELS_DYNAMIC_TLS and
+ *     CUSTOMLABELS_PUBLISH warnings once per process, because each is a
  *     fact about the process, not about one environment;
  *   - the module itself, which stays loaded for the life of the process
  *     (cl_stay_loaded) so that its TLS block stays where readers find it.
@@ -161,9 +161,15 @@ bool cl_static_tls(long *offset);
  */
 uintptr_t cl_slot_descriptor_word(uintptr_t *tp);
 
-/* True for the first caller in the process only: the one that warns that
- * the module is in dynamic TLS. */
-bool cl_claim_dynamic_warning(void);
+/* The warnings given once per process rather than once per environment. */
+typedef enum {
+  CL_WARN_DYNAMIC_TLS = 1u << 0, /* the module is in dynamic TLS */
+  CL_WARN_PUBLISH = 1u << 1,     /* CUSTOMLABELS_PUBLISH could not be followed */
+} cl_warning_t;
+
+/* True for the first caller in the process only, for each warning: the one
+ * that gives it. */
+bool cl_claim_warning(cl_warning_t which);
 
 /*
  * Names the calling thread for readers outside the process: a mapping

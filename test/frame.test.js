@@ -75,6 +75,24 @@ describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
     assert.equal(h.stderr, '');
   });
 
+  it('warns once per process, also where only workers load the package, several at a time', function () {
+    // The main thread never loads it, so no worker inherits the fact from
+    // worker environment data: the addon's once-per-process word decides.
+    const r = node(`
+      const { Worker } = require('node:worker_threads');
+      const code = "const cl = require(process.cwd()); require('node:worker_threads').parentPort.postMessage(cl.publishMode);";
+      let done = 0;
+      for (let i = 0; i < 4; i++) {
+        const w = new Worker(code, { eval: true });
+        w.on('message', (m) => { if (m !== 'hooks') throw new Error('mode ' + m); });
+        w.on('exit', () => { if (++done === 4) process.stdout.write('ok'); });
+      }`, { CUSTOMLABELS_PUBLISH: 'frames' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'ok');
+    if (!require('..').supported) this.skip();
+    assert.equal(r.stderr.match(/\[CUSTOMLABELS_PUBLISH\]/g)?.length ?? 0, 1, r.stderr);
+  });
+
   it('installs no async hook and no promise hook, and labels still follow awaits, timers and immediates', function () {
     if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node (previous test says why)');
     const r = node(`
