@@ -37,9 +37,9 @@ function nodeInclude() {
   return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
 }
 
-function run(tp, publish) {
+function run(tp, publish, enable = '1') {
   const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_otel_target.js'), tp],
-    { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: publish } });
+    { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: publish, FRAME_OTEL_ENABLE: enable } });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout);
 }
@@ -48,6 +48,7 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
   this.timeout(180000);
   let frame;
   let hooks;
+  let off;
 
   before(function () {
     if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
@@ -75,6 +76,7 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
         return;
       }
       hooks = run(tp, 'hooks');
+      off = run(tp, 'frame', '0');
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
@@ -102,6 +104,7 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
   it('frame mode: the walk, with the process context\'s layout, reads each thread its own record after an await, an immediate and a timer', function () {
     for (const t of THREADS) {
       const r = frame.threads[t];
+      assert.equal(r.layoutSource, 'process context', t);
       for (const [hop, s] of Object.entries(r.inside.hops)) {
         assert.equal(s.outcome, 'record', `${t} after ${hop}`);
         assert.equal(s.traceId, `4bf92f3577b34da6a3ce929d0e0e47${TRACE[t]}`, `${t} after ${hop}`);
@@ -128,6 +131,18 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
         trace_id: `4bf92f3577b34da6a3ce929d0e0e47${TRACE[t]}`, span_id: `00f067aa0ba902${TRACE[t]}`, thread: t, route: `/r/${t}`,
       }, `${t}: ${r.inside.parca.outcome}`);
       assert.equal(r.inside.hops.timer.field0, r.inside.recordField0, `${t}: field 0 of the walk's store is the set's Parca record`);
+    }
+  });
+
+  it('frame mode without enableThreadContext(): internal field 1 of the store stays NULL, and no process context is published', function () {
+    for (const t of THREADS) {
+      const r = off.threads[t];
+      assert.equal(r.processContext, null, t);
+      assert.equal(r.layoutSource, 'companion', t);
+      for (const [hop, s] of Object.entries(r.inside.hops)) {
+        assert.equal(s.outcome, 'no record', `${t} after ${hop}`);
+      }
+      assert.equal(r.inside.parca.labels.thread, t, `${t}: the labels are published all the same`);
     }
   });
 
