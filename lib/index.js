@@ -71,7 +71,8 @@ function create() {
   const { LIMITS, checkFunction, setLabel } = require('./checks');
   const mode = chooseMode(addon);
   const context = mode === 'frame' ? require('./context/frame') : require('./context/hooks');
-  const { enableThreadContext } = require('./threadcontext');
+  const { enableThreadContext, useFrameLayout } = require('./threadcontext');
+  if (mode === 'frame') useFrameLayout(context.otelLayout());
 
   /**
    * Runs fn() with `labels` added to the current labels, and keeps them for

@@ -4,6 +4,15 @@
 // (src/process_ctx.c) with the resource attributes given, and turns on
 // OTEP 4947 records in this thread (lib/record.js); every other thread
 // turns them on when it next writes a label set.
+//
+// The schema the process context names follows how this thread publishes:
+// hooks mode points otel_thread_ctx_v1 at the current record (OTEP 4947's
+// tlsdesc_v1_dev); frame mode hangs the record on the store object in
+// V8's AsyncContextFrame, which readers reach through
+// otel_thread_ctx_nodejs_v1, and names nodejs_v1_dev with the V8 layout
+// those readers walk with (the keys of open-telemetry/opentelemetry-ebpf-
+// profiler design-docs/01861-nodejs-thread-context/README.md
+// @0513b7cf7d06666fec4076a998ee4dc7c09088cb, "Process context attributes").
 
 const { binding } = require('./addon');
 const { recordsOn } = require('./record');
@@ -13,6 +22,34 @@ const WHO = 'enableThreadContext';
 const OPTIONS = ['resource'];
 const RESERVED = 'threadlocal.';
 const layout = binding === null ? null : binding.layout;
+
+// Frame mode's V8 layout for the process context (lib/context/frame.js
+// otelLayout()), or null in hooks mode: set by lib/index.js once it chose
+// the mode.
+let frameLayout = null;
+const LAYOUT_KEYS = ['jsObjectRecordOffset', 'taggedSize', 'jsMapTableOffset', 'orderedHashMapHeaderSize'];
+
+function useFrameLayout(l) {
+  frameLayout = l;
+}
+
+// The layout as the addon takes it ([four integers]), checked: the
+// companion's custom_labels_v8_layout, which a reader would walk with.
+function layoutWords() {
+  if (frameLayout === null) return null;
+  const words = [];
+  for (const key of LAYOUT_KEYS) {
+    const v = frameLayout[key];
+    if (!Number.isInteger(v) || v <= 0 || v >= 4096) {
+      throw new Error(`${WHO}: the companion customlabels-v8 gives ${key} = ${describe(v)}, which no reader could walk with; nothing was changed`);
+    }
+    words.push(v);
+  }
+  if (words[1] !== 4 && words[1] !== 8) {
+    throw new Error(`${WHO}: the companion customlabels-v8 gives taggedSize = ${words[1]} (4 or 8); nothing was changed`);
+  }
+  return words;
+}
 const MAX_ATTRIBUTES = layout === null ? 128 : layout.otelMaxResource;
 const MAX_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
 const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
@@ -123,6 +160,14 @@ function checkOptions(options) {
 function enableThreadContext(options) {
   const resource = checkOptions(options);
   if (binding === null) return false;
+  const words = layoutWords();
+  // The schema first: the first publication already names it.  Hooks mode
+  // leaves OTEP 4947's schema, the process context's own.
+  if (words !== null) {
+    const status = binding.otelSetLayout(words);
+    if (status === ENOMEM) throw refusal(status);
+    if (status !== 0) throw new Error(`${WHO}: the process context refused frame mode's V8 layout (status ${status}); nothing was changed`);
+  }
   if (resource.length > 0) {
     const status = binding.otelSetResource(resource);
     if (status !== 0) throw refusal(status);
@@ -132,4 +177,4 @@ function enableThreadContext(options) {
   return true;
 }
 
-module.exports = { enableThreadContext };
+module.exports = { enableThreadContext, useFrameLayout };

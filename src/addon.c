@@ -341,6 +341,29 @@ static napi_value otel_enable(napi_env env, napi_callback_info info) {
 }
 
 /*
+ * otelSetLayout(null | [js_object_record_offset, tagged_size,
+ * js_map_table_offset, ordered_hash_map_header_size]): the schema the
+ * process context names (cl_otel_v1_set_layout); returns its status.
+ * lib/threadcontext.js checks the values first.
+ */
+static napi_value otel_set_layout(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value arg;
+  CALL(env, napi_get_cb_info(env, info, &argc, &arg, NULL, NULL));
+  napi_valuetype type;
+  CALL(env, napi_typeof(env, arg, &type));
+  if (type == napi_null) return number(env, cl_otel_v1_set_layout(NULL));
+  uint32_t v[4];
+  for (uint32_t i = 0; i < 4; i++) {
+    napi_value e;
+    CALL(env, napi_get_element(env, arg, i, &e));
+    CALL(env, napi_get_value_uint32(env, e, &v[i]));
+  }
+  cl_otel_layout_t layout = {v[0], v[1], v[2], v[3]};
+  return number(env, cl_otel_v1_set_layout(&layout));
+}
+
+/*
  * A string argument as UTF-8 in `buf` (`size` bytes, room for a NUL):
  * false, with an error thrown, if it is not a string or does not fit.
  * lib/ checks the limits first, so this is only memory safety.
@@ -557,6 +580,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetResource", NULL, otel_set_resource, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelSetLayout", NULL, otel_set_layout, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
       {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
       {"claimPublishWarning", NULL, claim_publish_warning, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -260,8 +260,10 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(p)));
 }
 
-// setSecond(store, address): internal field 1 (tests: where V8 puts it).
-void SetSecond(const FunctionCallbackInfo<Value>& args) {
+// setOtel(store, address): internal field 1, the store's OpenTelemetry
+// thread-context record (lib/context/frame.js, once the record is written
+// whole; the store keeps the record's chunk alive).
+void SetOtel(const FunctionCallbackInfo<Value>& args) {
   SetField(args[0].As<Object>(), 1, AddressOf(args[1]));
 }
 
@@ -331,9 +333,23 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
-  Method(isolate, exports, data, "setSecond", SetSecond);
+  Method(isolate, exports, data, "setOtel", SetOtel);
+  Method(isolate, exports, data, "setSecond", SetOtel);  // the name test/fixtures/frame_target.js uses
   exports->Set(context, String::NewFromUtf8Literal(isolate, "modules"),
                Number::New(isolate, NODE_MODULE_VERSION)).Check();
   exports->Set(context, String::NewFromUtf8Literal(isolate, "recordFieldOffset"),
                Number::New(isolate, kField0)).Check();
+  // custom_labels_v8_layout for JavaScript: what the OpenTelemetry process
+  // context publishes for readers of the Node.js schema (lib/threadcontext.js).
+  const cl_v8_layout_t& l = custom_labels_v8_layout;
+  Local<Object> layout = Object::New(isolate);
+  auto put = [&](const char* k, uint32_t v) {
+    layout->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).Check();
+  };
+  put("taggedSize", l.tagged_size);
+  put("jsMapTableOffset", l.js_map_table_offset);
+  put("orderedHashMapHeaderSize", l.ordered_hash_map_header_size);
+  put("recordFieldOffset", l.record_field_offset);
+  put("otelRecordFieldOffset", l.otel_record_field_offset);
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "layout"), layout).Check();
 }

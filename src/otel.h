@@ -35,6 +35,9 @@ void **cl_otel_slot(void);
 
 /* The value of threadlocal.schema_version: the record layout above. */
 #define CL_OTEL_SCHEMA_VERSION "tlsdesc_v1_dev"
+/* Its value in frame mode: the record is reached through V8's
+ * AsyncContextFrame and otel_thread_ctx_nodejs_v1, not otel_thread_ctx_v1. */
+#define CL_OTEL_SCHEMA_NODEJS "nodejs_v1_dev"
 /* The header's `version` field. */
 #define CL_OTEL_CTX_VERSION 2
 
@@ -105,6 +108,29 @@ CL_EXPORT int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n);
 CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refusal);
 
 /*
+ * The V8 layout a reader of the Node.js schema (CL_OTEL_SCHEMA_NODEJS)
+ * walks with, published as threadlocal.* integer attributes: the offset of
+ * the record pointer in a store object (internal field 1 of frame mode's
+ * store objects), V8's tagged size, the offset of a JSMap's table and the
+ * size of an OrderedHashMap's header.  The companion takes them from the
+ * V8 headers it was built against (custom_labels_v8_layout, src/frame.cc).
+ */
+typedef struct {
+  uint32_t js_object_record_offset;
+  uint32_t tagged_size;
+  uint32_t js_map_table_offset;
+  uint32_t ordered_hash_map_header_size;
+} cl_otel_layout_t;
+
+/*
+ * Chooses the schema the process context names: the Node.js schema with
+ * `layout`, or OTEP 4947's (NULL), and publishes the change if the context
+ * is published.  CL_EINVAL for a layout no reader could walk with (lib/
+ * checks it first); nothing changes on an error.
+ */
+CL_EXPORT int cl_otel_v1_set_layout(const cl_otel_layout_t *layout);
+
+/*
  * A word that is non-zero once the thread context is on in this process;
  * JavaScript in every thread reads it through an ArrayBuffer.
  */
@@ -114,12 +140,13 @@ CL_EXPORT const volatile uint32_t *cl_otel_v1_enabled(void);
  * The payload: a protobuf opentelemetry.proto.processcontext.v1development
  * ProcessContext whose `resource` holds the given string attributes and
  * whose `attributes` hold threadlocal.schema_version and
- * threadlocal.attribute_key_map (the keys, in index order).  A pure
+ * threadlocal.attribute_key_map (the keys, in index order), and with
+ * `layout` (the Node.js schema) its four layout attributes.  A pure
  * function: returns the encoded length, or 0 if it would exceed `size`.
  */
 size_t cl_otel_encode_payload(unsigned char *out, size_t size,
                               const cl_otel_attr_t *resource, size_t n_resource,
                               const char *const *keys, const size_t *key_lens,
-                              size_t n_keys);
+                              size_t n_keys, const cl_otel_layout_t *layout);
 
 #endif

@@ -60,7 +60,9 @@ _Static_assert(offsetof(cl_otel_ctx_header_t, payload) == 24, "payload is at 24"
  * schema attribute still fit, so no label key is refused for want of room.
  */
 #define LABEL_KEY_BYTES 25
-_Static_assert(CL_OTEL_MAX_RESOURCE_BYTES + 16 + 64 + CL_OTEL_MAX_KEYS * (LABEL_KEY_BYTES + 4) + 64 <=
+#define LAYOUT_BYTES 256 /* the Node.js schema's four layout attributes take about 180 */
+_Static_assert(CL_OTEL_MAX_RESOURCE_BYTES + 16 + 64 + CL_OTEL_MAX_KEYS * (LABEL_KEY_BYTES + 4) + 64 +
+                       LAYOUT_BYTES <=
                    PAYLOAD_CAPACITY,
                "the resource budget leaves room for a full key map of label keys");
 
@@ -81,6 +83,10 @@ typedef struct {
   string_t resource_keys[CL_OTEL_MAX_RESOURCE];
   string_t resource_values[CL_OTEL_MAX_RESOURCE];
   size_t n_resource;
+  /* The schema: OTEP 4947's TLS pointer (false), or the Node.js walk
+   * through AsyncContextFrame (frame mode) with the V8 layout it needs. */
+  bool nodejs;
+  cl_otel_layout_t layout;
   unsigned char scratch[PAYLOAD_CAPACITY]; /* the payload being encoded */
 } state_t;
 
@@ -108,7 +114,7 @@ static void install_fork_handlers(void) {
 
 /* ---- Protobuf, the few messages the payload needs ---- */
 
-enum { WIRE_LEN = 2 };
+enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
 /*
  * Field numbers of opentelemetry.proto.processcontext.v1development
  * (ProcessContext), resource.v1 (Resource) and common.v1 (KeyValue,
@@ -121,6 +127,7 @@ enum {
   KEYVALUE_KEY = 1,
   KEYVALUE_VALUE = 2,
   ANYVALUE_STRING = 1,
+  ANYVALUE_INT = 3,
   ANYVALUE_ARRAY = 5,
   ARRAYVALUE_VALUES = 1
 };
@@ -186,6 +193,18 @@ static void put_string_attribute(writer_t *w, unsigned field, const void *key, s
   put_bytes(w, ANYVALUE_STRING, value, value_len);
 }
 
+/* A repeated KeyValue field += KeyValue{key, AnyValue{int_value}}, for a
+ * value that is not negative. */
+static void put_int_attribute(writer_t *w, unsigned field, const char *key, uint32_t value) {
+  size_t key_len = strlen(key);
+  size_t any = 1 + varint_size(value);
+  put_header(w, field, field_size(key_len) + field_size(any));
+  put_bytes(w, KEYVALUE_KEY, key, key_len);
+  put_header(w, KEYVALUE_VALUE, any);
+  put_byte(w, ANYVALUE_INT << 3 | WIRE_VARINT);
+  put_varint(w, value);
+}
+
 /* A repeated KeyValue field += KeyValue{key, AnyValue{array_value of strings}}. */
 static void put_string_array_attribute(writer_t *w, unsigned field, const char *key,
                                        const char *const *values, const size_t *lens, size_t n) {
@@ -211,7 +230,7 @@ static size_t string_attribute_size(size_t key_len, size_t value_len) {
 size_t cl_otel_encode_payload(unsigned char *out, size_t size,
                               const cl_otel_attr_t *resource, size_t n_resource,
                               const char *const *keys, const size_t *key_lens,
-                              size_t n_keys) {
+                              size_t n_keys, const cl_otel_layout_t *layout) {
   writer_t w = {out, size, 0, false};
   /* ProcessContext.resource: the user's attributes. */
   size_t resource_size = 0;
@@ -223,11 +242,25 @@ size_t cl_otel_encode_payload(unsigned char *out, size_t size,
                          resource[i].value, resource[i].value_len);
   /* ProcessContext.attributes: what readers of the thread context need. */
   static const char schema_key[] = "threadlocal.schema_version";
-  static const char schema[] = CL_OTEL_SCHEMA_VERSION;
+  const char *schema = layout == NULL ? CL_OTEL_SCHEMA_VERSION : CL_OTEL_SCHEMA_NODEJS;
   put_string_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, schema_key, sizeof(schema_key) - 1, schema,
-                       sizeof(schema) - 1);
+                       strlen(schema));
   put_string_array_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.attribute_key_map", keys,
                              key_lens, n_keys);
+  if (layout != NULL) {
+    /* The V8 layout a reader of the Node.js schema walks with (the keys of
+     * the design in open-telemetry/opentelemetry-ebpf-profiler,
+     * design-docs/01861-nodejs-thread-context/README.md @0513b7cf7d06666fec4076a998ee4dc7c09088cb,
+     * "Process context attributes"; the same names DataDog/pprof-nodejs
+     * publishes, ts/src/otel-thread-ctx.ts @3ea945b451604ea5185b14f3b7a46cc7df969908). */
+    put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.js_object_record_offset",
+                      layout->js_object_record_offset);
+    put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.tagged_size", layout->tagged_size);
+    put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.js_map_table_offset",
+                      layout->js_map_table_offset);
+    put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.ordered_hash_map_header_size",
+                      layout->ordered_hash_map_header_size);
+  }
   return w.overflow ? 0 : w.at;
 }
 
@@ -248,7 +281,7 @@ static size_t encode_payload(state_t *s, const cl_otel_attr_t *resource, size_t 
     lens[i] = s->keys[i].len;
   }
   return cl_otel_encode_payload(s->scratch, sizeof(s->scratch), resource, n_resource, keys, lens,
-                                n_keys);
+                                n_keys, s->nodejs ? &s->layout : NULL);
 }
 
 /* The state's resource attributes, as the encoder takes them. */
@@ -535,6 +568,38 @@ int cl_otel_v1_set_resource(const cl_otel_attr_t *attrs, size_t n) {
   pthread_mutex_lock(&lock);
   state_t *s = state();
   int status = s == NULL ? CL_ENOMEM : change_resource(s, attrs, n);
+  pthread_mutex_unlock(&lock);
+  return status;
+}
+
+/* A layout value a reader could walk with: a small offset or size. */
+static bool valid_layout(const cl_otel_layout_t *l) {
+  return l->js_object_record_offset != 0 && l->js_object_record_offset < 4096 &&
+         (l->tagged_size == 4 || l->tagged_size == 8) && l->js_map_table_offset != 0 &&
+         l->js_map_table_offset < 4096 && l->ordered_hash_map_header_size != 0 &&
+         l->ordered_hash_map_header_size < 4096;
+}
+
+int cl_otel_v1_set_layout(const cl_otel_layout_t *layout) {
+  if (layout != NULL && !valid_layout(layout)) return CL_EINVAL;
+  pthread_mutex_lock(&lock);
+  state_t *s = state();
+  int status = CL_ENOMEM;
+  if (s != NULL) {
+    bool was = s->nodejs;
+    cl_otel_layout_t before = s->layout;
+    s->nodejs = layout != NULL;
+    if (layout != NULL) s->layout = *layout;
+    size_t len = encode_state(s, s->n_keys);
+    if (len == 0) {
+      s->nodejs = was;
+      s->layout = before;
+      status = CL_ETOOBIG;
+    } else {
+      write_payload(s, len);
+      status = CL_OK;
+    }
+  }
   pthread_mutex_unlock(&lock);
   return status;
 }

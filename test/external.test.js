@@ -276,6 +276,7 @@ describe('external view (readelf, gdb)', function () {
         'cl_otel_v1_enable',
         'cl_otel_v1_enabled',
         'cl_otel_v1_key_index',
+        'cl_otel_v1_set_layout',
         'cl_otel_v1_set_resource',
         'custom_labels_abi_version',
         'custom_labels_als_handle',
@@ -353,7 +354,7 @@ describe('external view (readelf, gdb)', function () {
       const relocs = relocations();
       const calls = relocs.filter((r) => r.symbol !== null && r.symbol.startsWith('cl_otel_v1_'));
       assert.deepEqual(calls.map((r) => r.symbol).sort(), [
-        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_key_index', 'cl_otel_v1_set_resource',
+        'cl_otel_v1_enable', 'cl_otel_v1_enabled', 'cl_otel_v1_key_index', 'cl_otel_v1_set_layout', 'cl_otel_v1_set_resource',
       ]);
       for (const r of calls) assert.match(r.type, /JUMP_SLOT/, `${r.symbol} relocation`);
     });

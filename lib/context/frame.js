@@ -27,6 +27,16 @@
 //          does not)
 // Every pointer in a set points into the set's own chunk.
 //
+// Once the OpenTelemetry thread context is on (enableThreadContext), each
+// set's OTEP 4947 record follows its bytes in the same chunk, written by
+// lib/record.js as hooks mode writes it, and the store object's internal
+// field 1 points at it (field 0 stays Parca's record): readers of the
+// Node.js schema (otel_thread_ctx_nodejs_v1) walk the frame to the store
+// and read field 1.  A record is written whole before its store can be
+// current anywhere, and never changed: a set is never rewritten, and a new
+// span or label makes a new set.  A set written before records were on gets
+// its record the next time it is made current (attach()).
+//
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
 // Each store object references its chunk (`chunk`) and its LabelSet
 // (`set`, which references the store back), so a chunk is freed only after
@@ -40,6 +50,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 const { EMPTY, useWriter } = require('../labelset');
 const { LIMITS } = require('../checks');
+const { recordsOn, recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
 const RECORD = 40;
@@ -51,6 +62,11 @@ const POOL = 64; // store objects made per native call (fill)
 const TWO32 = 4294967296;
 const MAX_KEY = LIMITS.maxKeyBytes;
 const MAX_VALUE = LIMITS.maxValueBytes;
+
+// Where each label's value is in the current chunk, and its length, for the
+// record to copy (lib/record.js).  Owner: this module; rewritten by each set.
+const valueAt = new Int32Array(LIMITS.maxLabels);
+const valueLength = new Int32Array(LIMITS.maxLabels);
 
 // Why frame mode cannot run in this thread with `v8` (the companion, or
 // null and `missing`, why it did not load), or null when it can.  The probe
@@ -114,8 +130,9 @@ function refill() {
 
 // Room for a set of `n` labels whose strings may take `most` bytes,
 // with a record from the pool: a new chunk when it does not fit.
-function room(n, most) {
-  const need = SET + LABEL * n + most + 8 + (next === POOL ? POOL * RECORD : 0);
+function room(n, most, records) {
+  const need = SET + LABEL * n + most + 8 + (records ? recordBytes(n, most) + 4 : 0) +
+    (next === POOL ? POOL * RECORD : 0);
   if (off + need > CHUNK) newChunk();
   if (next === POOL) refill();
 }
@@ -138,9 +155,10 @@ function write(set, ascii) {
   // hooks mode publishes NULL.  (A span must stay current for
   // customlabels/otel, so such a set gets a store of no labels.)
   if (n === 0 && set.span === null) return true;
+  const records = recordsOn();
   let most = 0;
   for (let i = 0; i < kv.length; i++) most += 3 * kv[i].length;
-  room(n, most);
+  room(n, most, records);
   const at = off;
   const storage = at + SET;
   let p = storage + LABEL * n;
@@ -163,6 +181,8 @@ function write(set, ascii) {
       k.value = value;
       p += vLen;
     }
+    valueAt[i] = k.vAt;
+    valueLength[i] = k.vLen;
     const l = (storage + LABEL * i) >> 2;
     u32[l] = k.len;
     u32[l + 1] = 0;
@@ -181,6 +201,7 @@ function write(set, ascii) {
   u32[s + 4] = n;
   u32[s + 5] = 0;
   off = (p + 7) & ~7;
+  const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
   const r = (poolAt + next * RECORD) >> 2;
   u32[r + 6] = lo + at;
@@ -191,8 +212,44 @@ function write(set, ascii) {
   pool[next++] = undefined;
   store.chunk = buf;
   store.set = set;
+  // The chunk of the store's OpenTelemetry record (this one), or false: none
+  // yet (attach()).
+  store.otel = records ? buf : false;
+  if (records) native.setOtel(store, otel);
   set.store = store;
   return true;
+}
+
+// Writes the OTEP 4947 record of `set` (n labels whose values are at
+// valueAt/valueLength in the current chunk) at the current offset, which
+// room() left space for; returns its address.
+function writeOtel(set, n) {
+  const at = (off + 3) & ~3; // lib/record.js writes the header in 32-bit words
+  const end = writeRecord(bytes, u32, at, set, n, valueAt, valueLength);
+  off = (end + 7) & ~7;
+  return hi * TWO32 + lo + at;
+}
+
+// Gives a set written before records were on its record, in the current
+// chunk, which its store then keeps alive: the values again, then the
+// record, then internal field 1 (a reader sees NULL or the whole record).
+function attach(set) {
+  const store = set.store;
+  const kv = set.kv;
+  const n = kv.length >> 1;
+  let most = 0;
+  for (let i = 1; i < kv.length; i += 2) most += 3 * kv[i].length;
+  if (off + most + recordBytes(n, most) + 16 > CHUNK) newChunk();
+  let p = off;
+  for (let i = 0; i < n; i++) {
+    valueAt[i] = p;
+    valueLength[i] = writeString(kv[2 * i + 1], p);
+    p += valueLength[i];
+  }
+  off = p;
+  const otel = writeOtel(set, n);
+  store.otel = buf;
+  native.setOtel(store, otel);
 }
 
 // The writer lib/labelset.js uses in frame mode: ascii takes the sets
@@ -225,7 +282,10 @@ function start(v8) {
 // labels and no span, so that a reader finds nothing there, as hooks mode
 // publishes NULL for it.  current() then gives EMPTY, which is the same.
 function storeOf(set) {
-  return set.store === null ? undefined : set.store;
+  const store = set.store;
+  if (store === null) return undefined;
+  if (store.otel === false && recordsOn()) attach(set);
+  return store;
 }
 
 // Runs fn with `set` current, synchronously and in the async work it
@@ -258,4 +318,17 @@ function state() {
   return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, chunk: buf, chunkBytes: CHUNK };
 }
 
-module.exports = { unavailable, start, run, enter, store, current, state, CHUNK, RECORD };
+// The V8 layout the OpenTelemetry process context publishes for readers of
+// the Node.js schema (lib/threadcontext.js): from the companion, which took
+// it from the V8 headers it was built against (custom_labels_v8_layout).
+function otelLayout() {
+  const l = native.layout;
+  return {
+    jsObjectRecordOffset: l.otelRecordFieldOffset,
+    taggedSize: l.taggedSize,
+    jsMapTableOffset: l.jsMapTableOffset,
+    orderedHashMapHeaderSize: l.orderedHashMapHeaderSize,
+  };
+}
+
+module.exports = { unavailable, start, run, enter, store, current, state, otelLayout, CHUNK, RECORD };

@@ -18,8 +18,12 @@
 //   - the value equal to undefined_addr: detached;
 //   - the record pointer at value - 1 + js_object_record_offset; NULL: none;
 //   - the 28-byte OTEP 4947 header; valid must be 1.
-// The four layout constants come from the process context in the design;
-// here the caller passes them (the writer's values).
+// The four layout constants come from the process context in the design
+// (threadlocal.js_object_record_offset, tagged_size, js_map_table_offset,
+// ordered_hash_map_header_size, which test/readers/otel-process-context.js
+// reads); the caller passes them.  With { record: true } a sample also
+// gives the record's bytes and attributes and the store's tagged address,
+// and with field0Offset the word in the same store's internal field 0.
 
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
@@ -47,8 +51,20 @@ function discover(pid, mem) {
   return null;
 }
 
-// One sample of the thread at `tp`: { outcome, traceId, spanId }.
-function sample({ pid, mem, tp }, layout) {
+// The attributes of a record's attrs-data: [key index, value] in order.
+function attributesOf(data) {
+  const out = [];
+  for (let p = 0; p + 2 <= data.length;) {
+    const len = data[p + 1];
+    out.push([data[p], data.subarray(p + 2, p + 2 + len).toString('utf8')]);
+    p += 2 + len;
+  }
+  return out;
+}
+
+// One sample of the thread at `tp`: { outcome, traceId, spanId, attrsSize }
+// (and with options.record: bytes, attributes, store).
+function sample({ pid, mem, tp }, layout, options = {}) {
   const found = discover(pid, mem);
   if (!found) return { outcome: 'no discovery symbol' };
   const u64 = (a) => mem.read(a, 8).readBigUInt64LE(0);
@@ -85,19 +101,24 @@ function sample({ pid, mem, tp }, layout) {
     if (record === 0n) return { outcome: 'no record' };
     const h = mem.read(record, 28);
     if (h[24] !== 1) return { outcome: 'not valid' };
-    return { outcome: 'record', traceId: h.subarray(0, 16).toString('hex'), spanId: h.subarray(16, 24).toString('hex'), attrsSize: h.readUInt16LE(26) };
+    const read = { outcome: 'record', traceId: h.subarray(0, 16).toString('hex'), spanId: h.subarray(16, 24).toString('hex'), attrsSize: h.readUInt16LE(26) };
+    if (!options.record) return read;
+    const bytes = mem.read(record, 28 + read.attrsSize);
+    // Internal field 0 of the same store (Parca's record), when asked.
+    const field0 = options.field0Offset === undefined ? undefined : Number(u64(value - 1n + BigInt(options.field0Offset)));
+    return { ...read, bytes: bytes.toString('hex'), attributes: attributesOf(bytes.subarray(28)), store: `0x${value.toString(16)}`, field0 };
   } catch (err) {
     return { outcome: `failed: ${err.message}` };
   }
 }
 
-function inside(tp, layout) {
+function inside(tp, layout, options) {
   const mem = memory.inside();
   try {
-    return sample({ pid: process.pid, mem, tp }, layout);
+    return sample({ pid: process.pid, mem, tp }, layout, options);
   } finally {
     mem.close();
   }
 }
 
-module.exports = { sample, inside, discover };
+module.exports = { sample, inside, discover, attributesOf };

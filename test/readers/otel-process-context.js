@@ -18,6 +18,11 @@
 //   (threadlocal.schema_version must be "tlsdesc_v1_dev";
 //   threadlocal.attribute_key_map an array of non-empty strings; without a
 //   schema there is no thread context) over the payload's attributes.
+//   The Node.js schema, nodejs_v1_dev, accepted beside it as the design in
+//   PR #1861 asks (design-docs/01861-nodejs-thread-context/README.md
+//   @0513b7cf7d06666fec4076a998ee4dc7c09088cb, "Process context
+//   attributes"), with its four integer layout attributes, which are
+//   returned as `layout` (null where one is missing or not an integer).
 // The payload is decoded with the OpenTelemetry proto definitions
 // (support/protobuf.js).
 
@@ -32,7 +37,13 @@ const SUPPORTED_VERSION = 2;
 const MAX_PAYLOAD = 65536;
 const PUBLISHED_AT = 16n; // header: signature[8], version u32, payload size u32, published_at_ns u64, payload ptr u64
 const SCHEMA_KEY = 'threadlocal.schema_version';
-const SCHEMA = 'tlsdesc_v1_dev';
+const SCHEMAS = ['tlsdesc_v1_dev', 'nodejs_v1_dev'];
+const NODEJS_LAYOUT = {
+  'threadlocal.js_object_record_offset': 'jsObjectRecordOffset',
+  'threadlocal.tagged_size': 'taggedSize',
+  'threadlocal.js_map_table_offset': 'jsMapTableOffset',
+  'threadlocal.ordered_hash_map_header_size': 'orderedHashMapHeaderSize',
+};
 const KEY_MAP_KEY = 'threadlocal.attribute_key_map';
 
 class ReadError extends Error {
@@ -126,10 +137,11 @@ function read(mem, addr, lastPublishedAtNs = 0n, maxAttempts = 0) {
 function threadContextInfo(context) {
   let schemaVersion = '';
   const keyMap = [];
+  const layout = {};
   for (const attr of context.attributes || []) {
     if (attr.key === SCHEMA_KEY) {
       schemaVersion = attr.value?.string_value ?? '';
-      if (schemaVersion !== SCHEMA) throw new Error(`unsupported thread context schema version: ${schemaVersion}`);
+      if (!SCHEMAS.includes(schemaVersion)) throw new Error(`unsupported thread context schema version: ${schemaVersion}`);
     } else if (attr.key === KEY_MAP_KEY) {
       const array = attr.value?.array_value;
       if (!array) throw new Error('thread context attribute key map is not an array');
@@ -138,9 +150,14 @@ function threadContextInfo(context) {
         if (s === '') throw new Error('invalid thread context attribute');
         keyMap.push(s);
       }
+    } else if (attr.key in NODEJS_LAYOUT && attr.value && 'int_value' in attr.value) {
+      layout[NODEJS_LAYOUT[attr.key]] = Number(attr.value.int_value);
     }
   }
-  return schemaVersion === '' ? null : { schemaVersion, keyMap };
+  if (schemaVersion === '') return null;
+  if (schemaVersion !== 'nodejs_v1_dev') return { schemaVersion, keyMap };
+  const complete = Object.values(NODEJS_LAYOUT).every((k) => Number.isInteger(layout[k]));
+  return { schemaVersion, keyMap, layout: complete ? layout : null };
 }
 
 // What the profiler takes from a process: the resource attributes and the

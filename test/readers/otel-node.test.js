@@ -1,0 +1,160 @@
+'use strict';
+// The OpenTelemetry thread context in frame mode, as readers see it: a
+// child in frame mode (CUSTOMLABELS_PUBLISH=frame) with enableThreadContext()
+// and customlabels/otel's spanLabels manager, whose main thread and two
+// workers sample themselves (test/fixtures/frame_otel_target.js):
+// - the process context (test/readers/otel-process-context.js) names
+//   nodejs_v1_dev and the V8 layout, and the OpenTelemetry Node.js walk
+//   (test/readers/otel-node.js) walks with that layout, not with constants
+//   of its own;
+// - the walk reads each thread's record (trace id, span id, attributes)
+//   from the store object the package made current, after an await, an
+//   immediate and a timer, and nothing outside a set;
+// - Parca Agent's path (corrected) reads the labels through field 0 of the
+//   same store;
+// - the record's bytes are those hooks mode publishes for the same labels
+//   and span (the same child in hooks mode).
+
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const needs = require('../helpers/needs');
+const { cc: CC } = require('../helpers/emulation');
+
+const ROOT = path.join(__dirname, '..', '..');
+const MAJOR = Number(process.versions.node.split('.')[0]);
+const THREADS = ['main', 'worker1', 'worker2'];
+const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
+  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
+const TRACE = { main: '01', worker1: '02', worker2: '03' };
+const LAYOUT_KEYS = ['threadlocal.js_object_record_offset', 'threadlocal.tagged_size',
+  'threadlocal.js_map_table_offset', 'threadlocal.ordered_hash_map_header_size'];
+
+function nodeInclude() {
+  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
+  return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
+}
+
+function run(tp, publish, enable = '1') {
+  const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_otel_target.js'), tp],
+    { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: publish, FRAME_OTEL_ENABLE: enable } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk, PR #1861 design)', function () {
+  this.timeout(180000);
+  let frame;
+  let hooks;
+  let off;
+
+  before(function () {
+    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
+    if (MAJOR < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+      return;
+    }
+    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    try {
+      require.resolve('@opentelemetry/api');
+      require.resolve('@opentelemetry/context-async-hooks');
+    } catch {
+      needs.feature(this, '@opentelemetry/api', 'npm install (the dev dependencies @opentelemetry/api and @opentelemetry/context-async-hooks)');
+      return;
+    }
+    needs.tool(this, CC);
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-otel-'));
+    const tp = path.join(tmp, 'tp.node');
+    try {
+      execFileSync(CC, ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
+        path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
+      frame = run(tp, 'frame');
+      if (frame.mode !== 'frame') {
+        needs.feature(this, 'customlabels-v8', `frame mode did not run (publishMode ${frame.mode}): no companion for this Node.js`);
+        return;
+      }
+      hooks = run(tp, 'hooks');
+      off = run(tp, 'frame', '0');
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('frame mode: the process context names nodejs_v1_dev and the V8 layout, from the companion', function () {
+    for (const t of THREADS) {
+      const r = frame.threads[t];
+      assert.equal(r.processContext.schemaVersion, 'nodejs_v1_dev', t);
+      const companion = r.inside.layoutFromCompanion;
+      assert.deepEqual(r.processContext.layout, {
+        jsObjectRecordOffset: companion.otelRecordFieldOffset,
+        taggedSize: companion.taggedSize,
+        jsMapTableOffset: companion.jsMapTableOffset,
+        orderedHashMapHeaderSize: companion.orderedHashMapHeaderSize,
+      }, t);
+      // Internal field 1, right after field 0 (V8's header: 24 on Node 22, 32 from 24).
+      assert.equal(companion.otelRecordFieldOffset, companion.recordFieldOffset + 8, t);
+      assert.equal(companion.recordFieldOffset, MAJOR >= 24 ? 32 : 24, t);
+      const keys = r.attributes.map(([k]) => k);
+      for (const k of LAYOUT_KEYS) assert.ok(keys.includes(k), `${t}: ${k} in ${keys.join(', ')}`);
+    }
+  });
+
+  it('frame mode: the walk, with the process context\'s layout, reads each thread its own record after an await, an immediate and a timer', function () {
+    for (const t of THREADS) {
+      const r = frame.threads[t];
+      assert.equal(r.layoutSource, 'process context', t);
+      for (const [hop, s] of Object.entries(r.inside.hops)) {
+        assert.equal(s.outcome, 'record', `${t} after ${hop}`);
+        assert.equal(s.traceId, `4bf92f3577b34da6a3ce929d0e0e47${TRACE[t]}`, `${t} after ${hop}`);
+        assert.equal(s.spanId, `00f067aa0ba902${TRACE[t]}`, `${t} after ${hop}`);
+      }
+      // The span's ids are in the header, not among the attributes.
+      assert.deepEqual(r.inside.attributes, { thread: t, route: `/r/${t}` }, t);
+    }
+  });
+
+  it('frame mode: outside any set the walk reads no record', function () {
+    for (const t of THREADS) {
+      const r = frame.threads[t];
+      for (const [when, s] of [['before', r.outside], ['after', r.after]]) {
+        assert.ok(['no context', 'not in this frame', 'detached', 'no record'].includes(s.outcome), `${t} ${when}: ${s.outcome}`);
+      }
+    }
+  });
+
+  it('frame mode: Parca Agent\'s path (corrected) reads the labels through field 0 of the store the walk reached', function () {
+    for (const t of THREADS) {
+      const r = frame.threads[t];
+      assert.deepEqual(r.inside.parca.labels, {
+        trace_id: `4bf92f3577b34da6a3ce929d0e0e47${TRACE[t]}`, span_id: `00f067aa0ba902${TRACE[t]}`, thread: t, route: `/r/${t}`,
+      }, `${t}: ${r.inside.parca.outcome}`);
+      assert.equal(r.inside.hops.timer.field0, r.inside.recordField0, `${t}: field 0 of the walk's store is the set's Parca record`);
+    }
+  });
+
+  it('frame mode without enableThreadContext(): internal field 1 of the store stays NULL, and no process context is published', function () {
+    for (const t of THREADS) {
+      const r = off.threads[t];
+      assert.equal(r.processContext, null, t);
+      assert.equal(r.layoutSource, 'companion', t);
+      for (const [hop, s] of Object.entries(r.inside.hops)) {
+        assert.equal(s.outcome, 'no record', `${t} after ${hop}`);
+      }
+      assert.equal(r.inside.parca.labels.thread, t, `${t}: the labels are published all the same`);
+    }
+  });
+
+  it('the record\'s bytes are those hooks mode publishes for the same labels and span, whose process context stays tlsdesc_v1_dev', function () {
+    for (const t of THREADS) {
+      const h = hooks.threads[t];
+      assert.equal(h.frame, false, t);
+      assert.equal(h.processContext.schemaVersion, 'tlsdesc_v1_dev', t);
+      assert.equal(h.processContext.layout, undefined, t);
+      assert.ok(!h.attributes.some(([k]) => LAYOUT_KEYS.includes(k)), t);
+      assert.equal(typeof h.inside.hooksRecord, 'string', t);
+      assert.equal(frame.threads[t].inside.hops.timer.bytes, h.inside.hooksRecord, t);
+    }
+  });
+});
