@@ -198,8 +198,13 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
     printf(" (store field at +%" PRIu32 "); [frame] marks threads read from V8's AsyncContextFrame\n",
            p->layout.record_field_offset);
   } else if (p->has_nodejs && o->verbose) {
-    printf("process %d: frame mode not readable: no mapped customlabels-v8 module exports "
-           "custom_labels_v8_layout\n", (int)p->pid);
+    /* The addon exports the discovery struct in either mode; without the
+     * companion's layout no thread can be in frame mode that the tool reads
+     * (one that is reads as unreadable, with the reason). */
+    printf("process %d: ", (int)p->pid);
+    cld_text_plain(stdout, p->nodejs.path);
+    fputs(" also exports otel_thread_ctx_nodejs_v1, not read: no mapped customlabels-v8 module exports "
+          "custom_labels_v8_layout (frame mode's companion is not loaded)\n", stdout);
   }
   /* The addon exports the symbol from the start, and uses it only once
    * enableThreadContext() publishes a process context: by itself that is
