@@ -59,7 +59,7 @@
                       "dump/locate.c", "dump/elfinfo.c", "dump/tlsmath.c",
                       "dump/ptrace.c", "dump/mem.c", "dump/proc.c",
                       "dump/labels.c", "dump/privilege.c", "dump/proto.c",
-                      "dump/otel.c", "dump/thread.c", "dump/glibc_compat.c"],
+                      "dump/otel.c", "dump/thread.c", "dump/frame.c", "dump/glibc_compat.c"],
           "cflags": ["-std=c11", "-Wall", "-Wextra",
                      "-fstack-protector-strong", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2",
                      "-fPIE"],

@@ -2,7 +2,10 @@
 // npm run demo: starts a small HTTP service whose handlers run in
 // withLabels({ route, user }), drives load at it, samples it from outside
 // with customlabels-dump, and prints the CPU share per route that the
-// sampler saw next to the share expected from what the handlers cost.
+// sampler saw next to the share expected from what the handlers cost, and
+// how the sampler found the labels: through custom_labels_current_set, or,
+// with CUSTOMLABELS_PUBLISH=frame in the environment (the service inherits
+// it), in V8's AsyncContextFrame ([frame], docs/dump.md).
 
 const http = require('node:http');
 const path = require('node:path');
@@ -68,11 +71,13 @@ async function main() {
   const perUser = {};
   let unlabeled = 0;
   let total = 0;
+  let viaFrame = 0;
   for (const s of samples) {
     total += s.samples;
     const route = s.labels?.route;
     if (route in perRoute) {
       perRoute[route] += s.samples;
+      if (s.via === 'frame') viaFrame += s.samples;
       perUser[s.labels.user] = (perUser[s.labels.user] || 0) + s.samples;
     } else {
       unlabeled += s.samples;
@@ -94,6 +99,10 @@ async function main() {
   console.log('  measured     CPU time the service itself measured inside each handler');
   console.log(`\n${total} samples of running threads: ${labeled} in a handler, ${unlabeled} outside any withLabels (HTTP parsing, GC, idle loop)`);
   console.log(`by user: ${Object.entries(perUser).sort().map(([u, n]) => `${u} ${pct(n / labeled)}`).join(', ')}`);
+  const via = viaFrame === labeled ? 'frame mode: each set found in V8\'s AsyncContextFrame ([frame])'
+    : viaFrame === 0 ? 'custom_labels_current_set (hooks mode)'
+      : `frame mode for ${viaFrame} samples, custom_labels_current_set for ${labeled - viaFrame}`;
+  console.log(`labels read through: ${via}`);
 }
 
 main().catch((err) => {

@@ -20,6 +20,8 @@
 #define SYMBOL_VERSION "custom_labels_abi_version"
 #define SYMBOL_SET "custom_labels_current_set"
 #define SYMBOL_OTEL "otel_thread_ctx_v1"
+#define SYMBOL_NODEJS "otel_thread_ctx_nodejs_v1"
+#define SYMBOL_LAYOUT "custom_labels_v8_layout"
 #define MAX_SECTIONS 65536
 #define MAX_HASH_STEPS 1000000
 #define CHUNK 256 /* symbols or relocations per read */
@@ -269,7 +271,7 @@ int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, s
 
   Elf64_Sym sym;
   uint64_t index;
-  wanted_t wanted[2];
+  wanted_t wanted[3];
   size_t nwanted = 0;
   int found = lookup(&tab, hash_off, hash_size, SYMBOL_VERSION, &sym, &index);
   if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
@@ -281,10 +283,20 @@ int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, s
     found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_SET, &elf->set, &index);
     if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
     if (found == 1) wanted[nwanted++] = (wanted_t){&elf->set, index};
+    if (found == 1) found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_NODEJS, &elf->nodejs, &index);
+    if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
+    if (elf->nodejs.found) wanted[nwanted++] = (wanted_t){&elf->nodejs, index};
   }
   found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_OTEL, &elf->otel, &index);
   if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
   if (found == 1) wanted[nwanted++] = (wanted_t){&elf->otel, index};
+  found = lookup(&tab, hash_off, hash_size, SYMBOL_LAYOUT, &sym, &index);
+  if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
+  if (found == 1 && sym.st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym.st_info) == STT_OBJECT) {
+    elf->has_layout = true;
+    elf->layout_value = sym.st_value;
+    elf->layout_size = sym.st_size;
+  }
 
   /* A PIE main executable is ET_DYN too; the caller decides whether it needs these. */
   if (eh.e_type != ET_DYN || nwanted == 0) return 0;

@@ -50,6 +50,13 @@ typedef struct {
   cld_elf_tls_symbol_t set;
   /* otel_thread_ctx_v1 (OTEP 4947), looked up in every file. */
   cld_elf_tls_symbol_t otel;
+  /* otel_thread_ctx_nodejs_v1 (frame mode's discovery struct), looked up
+   * only beside custom_labels_current_set. */
+  cld_elf_tls_symbol_t nodejs;
+  /* custom_labels_v8_layout (frame mode's walk constants), looked up in
+   * every file: an object, not a thread-local. */
+  bool has_layout;
+  uint64_t layout_value, layout_size;
 } cld_elf_t;
 
 /*

@@ -19,6 +19,7 @@
 #include "mem.h"
 
 void cld_labels_reset(cld_labels_t *labels) {
+  labels->via = CLD_VIA_TLS;
   labels->is_null = false;
   labels->error = false;
   labels->why[0] = '\0';

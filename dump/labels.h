@@ -50,8 +50,15 @@ typedef struct {
   uint64_t value_full_len;
 } cld_label_t;
 
+/* Where a thread's set was found. */
+typedef enum {
+  CLD_VIA_TLS = 0,   /* custom_labels_current_set, the ABI's thread-local */
+  CLD_VIA_FRAME      /* frame mode: the store in V8's AsyncContextFrame (frame.h) */
+} cld_via_t;
+
 /* One thread's label set as read.  Fixed size: no allocation per read. */
 typedef struct {
+  cld_via_t via;                 /* which mechanism was read */
   bool is_null;                  /* the pointer is NULL: no label set */
   bool error;                    /* the set could not be read; `why` says why */
   char why[192];

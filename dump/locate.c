@@ -30,6 +30,10 @@
 
 static const char SYMBOL_SET[] = "custom_labels_current_set";
 static const char SYMBOL_OTEL[] = "otel_thread_ctx_v1";
+static const char SYMBOL_NODEJS[] = "otel_thread_ctx_nodejs_v1";
+/* The V8 companion's file name starts with this; it never matches the
+ * ABI's customlabels.node, so profilers do not take it for the addon. */
+static const char COMPANION_PREFIX[] = "customlabels-v8";
 
 /* One mapped file that may export a variable: its lowest mapping. */
 typedef struct {
@@ -460,6 +464,69 @@ static void warn_second(pid_t pid, const candidate_t *c, const cld_elf_t *elf,
           first->is_otel ? SYMBOL_OTEL : "the Custom Label ABI", first->path, verdict);
 }
 
+static bool is_companion(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base == NULL ? path : base + 1;
+  return strncmp(base, COMPANION_PREFIX, sizeof(COMPANION_PREFIX) - 1) == 0;
+}
+
+/* Frame mode's discovery struct, in the module that exports the ABI.  A
+ * problem is a warning: the labels stay readable through the ABI. */
+static void use_nodejs(pid_t pid, const candidate_t *c, const cld_elf_t *elf, cld_process_t *p, FILE *warn) {
+  cld_target_t *t = &p->nodejs;
+  init_target(t, pid, p->labels.arch, false);
+  t->symbol = SYMBOL_NODEJS;
+  t->what = "frame-mode labels";
+  cld_error_t e = {0};
+  if (!c->is_exe && !elf->nodejs.has_desc) {
+    fprintf(warn, "customlabels-dump: warning: %s in %s has no %s relocation, so where each thread's "
+            "copy is cannot be known; frame mode is not read\n", SYMBOL_NODEJS, c->path, p->labels.arch->r_tlsdesc_name);
+  } else if (elf->nodejs.size != 32) {
+    fprintf(warn, "customlabels-dump: warning: %s in %s is %" PRIu64 " bytes, not 32; frame mode is not read\n",
+            SYMBOL_NODEJS, c->path, elf->nodejs.size);
+  } else if (reach_variable(pid, c, elf, &elf->nodejs, t, warn, &e) == 0) {
+    p->has_nodejs = true;
+  } else {
+    fprintf(warn, "customlabels-dump: warning: %s; frame mode is not read\n", e.message);
+  }
+}
+
+/* custom_labels_v8_layout, read from the module's memory and checked. */
+static void use_layout(pid_t pid, const candidate_t *c, const cld_elf_t *elf, cld_process_t *p, FILE *warn) {
+  uint64_t bias;
+  cld_error_t e = {0};
+  cld_v8_layout_t l;
+  char why[192];
+  if (elf->layout_size < sizeof(l)) {
+    fprintf(warn, "customlabels-dump: warning: custom_labels_v8_layout in %s is %" PRIu64
+            " bytes, fewer than version 1's %zu; not used\n", c->path, elf->layout_size, sizeof(l));
+    return;
+  }
+  if (module_bias(c, elf, &bias, &e) != 0) {
+    fprintf(warn, "customlabels-dump: warning: %s\n", e.message);
+    return;
+  }
+  int r = cld_mem_read(pid, bias + elf->layout_value, &l, sizeof(l));
+  if (r != 0) {
+    fprintf(warn, "customlabels-dump: warning: cannot read custom_labels_v8_layout in %s: %s\n", c->path,
+            strerror(r));
+    return;
+  }
+  if (!cld_v8_layout_usable(&l, why, sizeof(why))) {
+    fprintf(warn, "customlabels-dump: warning: %s in %s; frame mode is not read\n", why, c->path);
+    return;
+  }
+  if (p->has_layout) {
+    if (memcmp(&l, &p->layout, sizeof(l)) != 0)
+      fprintf(warn, "customlabels-dump: warning: %s also exports custom_labels_v8_layout, different from "
+              "%s's; using the first\n", c->path, p->layout_path);
+    return;
+  }
+  p->layout = l;
+  p->has_layout = true;
+  snprintf(p->layout_path, sizeof(p->layout_path), "%s", c->path);
+}
+
 int cld_locate(pid_t pid, cld_process_t *p, FILE *warn, cld_error_t *err) {
   memset(p, 0, sizeof(*p));
   p->pid = pid;
@@ -525,6 +592,9 @@ int cld_locate(pid_t pid, cld_process_t *p, FILE *warn, cld_error_t *err) {
         else if (otel_err.code == 0) otel_err = this_err;
       }
 
+      /* The companion, or a module that is both (a single-file build). */
+      if (elf.has_layout && (is_companion(c->path) || abi_candidate)) use_layout(pid, c, &elf, p, warn);
+
       if (!abi_candidate) continue;
       if (!elf.has_version || !elf.set.found) {
         if (elf.has_version && problems[0] == '\0')
@@ -538,6 +608,7 @@ int cld_locate(pid_t pid, cld_process_t *p, FILE *warn, cld_error_t *err) {
       }
       result = use_module(pid, c, &elf, &p->labels, warn, err);
       if (result == 0) p->has_labels = true;
+      if (result == 0 && elf.nodejs.found) use_nodejs(pid, c, &elf, p, warn);
     }
   }
   size_t dropped = candidates.dropped;

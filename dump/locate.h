@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "dump.h"
+#include "frame.h"
 #include "tlsmath.h"
 
 typedef enum {
@@ -47,6 +48,13 @@ typedef struct {
   cld_target_t labels;         /* custom_labels_current_set */
   bool has_otel;
   cld_target_t otel;           /* otel_thread_ctx_v1 (OTEP 4947) */
+  /* Frame mode: otel_thread_ctx_nodejs_v1 beside custom_labels_current_set,
+   * and custom_labels_v8_layout from the V8 companion module. */
+  bool has_nodejs;
+  cld_target_t nodejs;
+  bool has_layout;
+  cld_v8_layout_t layout;
+  char layout_path[4096];      /* the module that exports it */
 } cld_process_t;
 
 /*

@@ -164,6 +164,7 @@ static void json_warning_array(FILE *out, const char (*warnings)[192], size_t n,
 }
 
 void cld_json_problems(FILE *out, const cld_labels_t *labels) {
+  if (labels->via == CLD_VIA_FRAME) fputs(", \"via\": \"frame\"", out);
   if (labels->error) {
     fputs(", \"error\": ", out);
     json_text(out, labels->why);
@@ -177,6 +178,7 @@ void cld_json_problems(FILE *out, const cld_labels_t *labels) {
 }
 
 void cld_text_labels(FILE *out, const cld_labels_t *labels) {
+  if (labels->via == CLD_VIA_FRAME) fputs("[frame] ", out);
   if (labels->error) {
     fprintf(out, "(unreadable: %s)", labels->why);
     return;

@@ -103,6 +103,12 @@ static int text_report(const cld_report_t *rp, parts_t *parts, cld_error_t *err)
   if (p->has_labels) {
     fputs("labels from ", stdout);
     cld_text_plain(stdout, p->labels.path);
+    /* Frame mode: rows read through V8's AsyncContextFrame say [frame]. */
+    if (p->has_nodejs && p->has_layout) {
+      fputs(", and in frame mode from V8's AsyncContextFrame with the layout of ", stdout);
+      cld_text_plain(stdout, p->layout_path);
+      fputs(" ([frame])", stdout);
+    }
     fputc('\n', stdout);
   }
   if (parts->record != NULL) {

@@ -107,7 +107,7 @@ static bool sample_thread(sampler_t *s, cld_sampled_thread_t *th) {
       /* Read while it is stopped, like a profiler's first sample. */
       cld_labels_t *l = s->reading.labels;
       cld_otel_record_t *r = s->reading.record;
-      if (e == 0 && l != NULL) cld_read_thread(&s->process->labels, th->tp, l);
+      if (e == 0 && l != NULL) cld_read_labels(s->process, th->tp, l);
       if (e == 0 && r != NULL) cld_read_thread_otel(&s->process->otel, th->tp, CLD_ALL_KEYS, r);
       cld_thread_resume(&stop);
       if (e != 0) unread(s, "cannot read the thread pointer: %s", strerror(e));

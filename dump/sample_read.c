@@ -35,15 +35,27 @@ static bool unchanged(const cld_target_t *t, uint64_t tp, uint64_t pointer) {
   return now == pointer;
 }
 
+/* Whether the thread still publishes the set `l` was read from, by the same
+ * mechanism; true when that cannot be told (as unchanged() above).  In
+ * frame mode this walks the frame again: a thread that moved to another
+ * async context, or whose store's set changed, reads as changed. */
+static bool labels_unchanged(const cld_process_t *p, uint64_t tp, const cld_labels_t *l) {
+  uint64_t now;
+  cld_via_t via;
+  if (!cld_labels_pointer(p, tp, &now, &via)) return true;
+  return now == pointer_of(l) && via == l->via;
+}
+
 /* One consistent read of the labels into r->labels, or false (see the top). */
 static bool labels_stable(const cld_reading_t *r, uint64_t tp) {
-  const cld_target_t *t = &r->process->labels;
+  const cld_process_t *p = r->process;
   cld_labels_t *l = r->labels, *check = r->check;
-  cld_read_thread(t, tp, l);
-  if (!unchanged(t, tp, pointer_of(l))) return false;
-  if (l->is_null) return true; /* one aligned word: cannot be torn */
-  cld_read_thread(t, tp, check);
-  if (!unchanged(t, tp, pointer_of(l)) || pointer_of(check) != pointer_of(l)) return false;
+  cld_read_labels(p, tp, l);
+  if (!labels_unchanged(p, tp, l)) return false;
+  /* One aligned word, or a walk that found nothing: cannot be torn. */
+  if (l->is_null) return true;
+  cld_read_labels(p, tp, check);
+  if (!labels_unchanged(p, tp, l) || pointer_of(check) != pointer_of(l) || check->via != l->via) return false;
   size_t n = cld_key_labels(l, r->key);
   return cld_key_labels(check, r->check_key) == n && memcmp(r->key, r->check_key, n) == 0;
 }
@@ -72,7 +84,7 @@ void cld_read_running(const cld_reading_t *r, uint64_t tp) {
   for (int attempt = 0; attempt < CLD_READ_ATTEMPTS; attempt++) {
     if (l != NULL && !labels_stable(r, tp)) continue;
     if (rec != NULL && !record_stable(r, tp)) continue;
-    if (l != NULL && rec != NULL && !unchanged(&r->process->labels, tp, pointer_of(l))) continue;
+    if (l != NULL && rec != NULL && !labels_unchanged(r->process, tp, l)) continue;
     return;
   }
   cld_unread(l, NULL, "the set changed while it was read, %d times in a row", CLD_READ_ATTEMPTS);

@@ -158,10 +158,23 @@ static void refresh_ctx(pid_t pid, scratch_t *s) {
 static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p, bool otel,
                          const cld_otel_ctx_t *ctx, const cld_node_threads_t *node) {
   bool show_ctx = otel || ctx->status != CLD_OTEL_CTX_NONE;
+  /* Frame mode can be read: the discovery struct beside the ABI, and the
+   * layout from the V8 companion.  Each thread's line says which it used. */
+  bool frame = p->has_labels && p->has_nodejs && p->has_layout;
   if (o->json) {
-    if (!show_ctx) return;
-    printf("{\"pid\": %d, \"otel_process_context\": ", (int)p->pid);
-    cld_json_otel_ctx(stdout, ctx);
+    if (!show_ctx && !frame) return;
+    printf("{\"pid\": %d", (int)p->pid);
+    if (frame) {
+      fputs(", \"frame\": {\"discovery\": ", stdout);
+      cld_json_string(stdout, (const unsigned char *)p->nodejs.path, strlen(p->nodejs.path));
+      fputs(", \"layout\": ", stdout);
+      cld_json_string(stdout, (const unsigned char *)p->layout_path, strlen(p->layout_path));
+      printf(", \"record_field_offset\": %" PRIu32 "}", p->layout.record_field_offset);
+    }
+    if (show_ctx) {
+      fputs(", \"otel_process_context\": ", stdout);
+      cld_json_otel_ctx(stdout, ctx);
+    }
     fputs("}\n", stdout);
     return;
   }
@@ -174,6 +187,24 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
     fputs(" (", stdout);
     describe_access(stdout, t);
     fputs(")\n", stdout);
+  }
+  if (frame) {
+    printf("process %d: frame mode readable: otel_thread_ctx_nodejs_v1 from ", (int)p->pid);
+    cld_text_plain(stdout, p->nodejs.path);
+    fputs(" (", stdout);
+    describe_access(stdout, &p->nodejs);
+    fputs("), V8 layout from ", stdout);
+    cld_text_plain(stdout, p->layout_path);
+    printf(" (store field at +%" PRIu32 "); [frame] marks threads read from V8's AsyncContextFrame\n",
+           p->layout.record_field_offset);
+  } else if (p->has_nodejs && o->verbose) {
+    /* The addon exports the discovery struct in either mode; without the
+     * companion's layout no thread can be in frame mode that the tool reads
+     * (one that is reads as unreadable, with the reason). */
+    printf("process %d: ", (int)p->pid);
+    cld_text_plain(stdout, p->nodejs.path);
+    fputs(" also exports otel_thread_ctx_nodejs_v1, not read: no mapped customlabels-v8 module exports "
+          "custom_labels_v8_layout (frame mode's companion is not loaded)\n", stdout);
   }
   /* The addon exports the symbol from the start, and uses it only once
    * enableThreadContext() publishes a process context: by itself that is
@@ -232,7 +263,7 @@ int cld_snapshot(const cld_process_t *p, const cld_snapshot_options_t *o, cld_er
         uint64_t tp;
         e = cld_thread_pointer(t.tid, &tp);
         /* Both read while the thread stands still, so they agree. */
-        if (e == 0 && s.labels != NULL) cld_read_thread(&p->labels, tp, s.labels);
+        if (e == 0 && s.labels != NULL) cld_read_labels(p, tp, s.labels);
         if (e == 0 && s.record != NULL)
           cld_read_thread_otel(&p->otel, tp, cld_otel_ctx_nkeys(s.ctx), s.record);
         cld_thread_resume(&stop);

@@ -63,7 +63,9 @@ static const unsigned char *decode_why(const unsigned char *p, char *why, size_t
 }
 
 size_t cld_key_labels(const cld_labels_t *l, unsigned char *out) {
-  size_t n = encode_head(l->is_null, l->error, l->why, 'S', l->count, out);
+  size_t n = encode_head(l->is_null, l->error, l->why, l->via == CLD_VIA_FRAME ? 'F' : 'S', l->count, out);
+  /* Frame mode's "no set" is told apart from a NULL ABI pointer. */
+  if (l->is_null && l->via == CLD_VIA_FRAME) out[0] = 'M';
   if (!l->is_null && !l->error) {
     for (size_t i = 0; i < l->count; i++) {
       const cld_label_t *x = &l->labels[i];
@@ -103,7 +105,8 @@ size_t cld_key_encode(const cld_read_t *read, unsigned char *out) {
 /* Decodes the labels part; returns where the record part starts. */
 static const unsigned char *decode_labels(const unsigned char *p, cld_labels_t *l) {
   cld_labels_reset(l);
-  if (p[0] == 'N') {
+  if (p[0] == 'F' || p[0] == 'M') l->via = CLD_VIA_FRAME;
+  if (p[0] == 'N' || p[0] == 'M') {
     l->is_null = true;
     return p + 1;
   }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "thread.h"
+#include "frame.h"
+#include "mem.h"
 
 void cld_read_thread(const cld_target_t *t, uint64_t tp, cld_labels_t *labels) {
   uint64_t variable;
@@ -25,6 +27,58 @@ void cld_read_thread(const cld_target_t *t, uint64_t tp, cld_labels_t *labels) {
       snprintf(labels->why, sizeof(labels->why), "%s", why);
       break;
   }
+}
+
+/* The frame walk for the thread at `tp`; CLD_FRAME_OFF without frame mode. */
+static cld_frame_status_t find_frame(const cld_process_t *p, uint64_t tp, uint64_t *word, char *why,
+                                     size_t why_size) {
+  if (!p->has_nodejs) return CLD_FRAME_OFF;
+  uint64_t nodejs;
+  switch (cld_variable_address(&p->nodejs, tp, &nodejs, why, why_size)) {
+    case CLD_VAR_OK:
+      return cld_frame_find(p->pid, p->has_layout ? &p->layout : NULL, nodejs, word, why, why_size);
+    case CLD_VAR_UNTOUCHED:
+      return CLD_FRAME_OFF;
+    case CLD_VAR_ERROR:
+    default:
+      return CLD_FRAME_ERROR;
+  }
+}
+
+void cld_read_labels(const cld_process_t *p, uint64_t tp, cld_labels_t *labels) {
+  uint64_t word;
+  char why[192];
+  cld_frame_status_t status = find_frame(p, tp, &word, why, sizeof(why));
+  if (status == CLD_FRAME_OFF) {
+    cld_read_thread(&p->labels, tp, labels);
+    return;
+  }
+  cld_labels_reset(labels);
+  if (status == CLD_FRAME_SET) {
+    cld_labels_read(p->pid, word, labels);
+  } else if (status == CLD_FRAME_NONE) {
+    labels->is_null = true;
+  } else {
+    labels->error = true;
+    snprintf(labels->why, sizeof(labels->why), "%s", why);
+  }
+  labels->via = CLD_VIA_FRAME; /* after the read, which resets the labels */
+}
+
+bool cld_labels_pointer(const cld_process_t *p, uint64_t tp, uint64_t *pointer, cld_via_t *via) {
+  uint64_t variable;
+  char why[192];
+  cld_frame_status_t status = find_frame(p, tp, &variable, why, sizeof(why));
+  *via = status == CLD_FRAME_OFF ? CLD_VIA_TLS : CLD_VIA_FRAME;
+  *pointer = 0;
+  if (status == CLD_FRAME_NONE) return true;
+  if (status == CLD_FRAME_ERROR) return false;
+  if (status == CLD_FRAME_OFF) {
+    cld_var_status_t v = cld_variable_address(&p->labels, tp, &variable, why, sizeof(why));
+    if (v == CLD_VAR_UNTOUCHED) return true;
+    if (v != CLD_VAR_OK) return false;
+  }
+  return cld_mem_read_u64(p->pid, variable, pointer) == 0;
 }
 
 void cld_read_thread_otel(const cld_target_t *t, uint64_t tp, size_t nkeys, cld_otel_record_t *r) {

@@ -7,6 +7,7 @@
 #define CLD_THREAD_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,19 @@
 
 /* Reads the labels of the thread whose thread pointer is `tp`. */
 void cld_read_thread(const cld_target_t *target, uint64_t tp, cld_labels_t *labels);
+/*
+ * Reads the labels of the thread at `tp` by whichever mechanism it
+ * publishes with: frame mode when its otel_thread_ctx_nodejs_v1 gate is
+ * open (labels->via says so), else custom_labels_current_set.  Needs
+ * p->has_labels.
+ */
+void cld_read_labels(const cld_process_t *p, uint64_t tp, cld_labels_t *labels);
+/*
+ * What the thread at `tp` publishes now, without reading the set: the set
+ * pointer (0 for none) and the mechanism.  False when it cannot be told.
+ * The sampler compares it before and after a read of a running thread.
+ */
+bool cld_labels_pointer(const cld_process_t *p, uint64_t tp, uint64_t *pointer, cld_via_t *via);
 /* Reads the record of the thread whose thread pointer is `tp`, decoded for
  * a key map of `nkeys` keys. */
 void cld_read_thread_otel(const cld_target_t *target, uint64_t tp, size_t nkeys,

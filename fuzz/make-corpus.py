@@ -14,6 +14,9 @@ and aarch64-linux-gnu-gcc for the aarch64 ELF seeds (skipped without it).
             well-formed and malformed.
   write/    label sets for write_fuzz.c to write: what a request labels,
             too many labels, blocks a byte short, non-ASCII strings.
+  frame/    frame_fuzz.c's layout and a memory image of a thread in frame
+            mode: the discovery struct, the frame (a JSMap), its hash
+            table, the store object and its record, well-formed and broken.
   otel/     what otel_fuzz.c reads: ProcessContext payloads, memory images
             of otel_thread_ctx_v1 and its record, memory images of an
             OTEL_CTX header and payload, and lines of /proc/PID/maps.
@@ -615,10 +618,73 @@ def write_seeds():
     write('write', 'some-keys-in-memory', write_input(['k', 'a', 'k', 'b', 'key', 'c'], in_memory=(2,)))
     write('write', 'key-in-memory-exact-block', write_input(['key', 'value'], in_memory=(0,)))
 
+FRAME_BASE = 0x10000
+FRAME_TOKEN = 0xEC9EB507FB5D7903
+
+
+def smi(v):
+    return (v & 0xffffffff) << 32
+
+
+def frame_layout(field=32, token=FRAME_TOKEN, version=1, tagged=8):
+    return struct.pack('<10IQ', version, 48, tagged, 0x18, 0x10, 24, field, field + 8, 24, 32, token)
+
+
+def frame_image(*, cped=True, buckets=2, hash_=5, key_matches=True, token=FRAME_TOKEN, undefined_frame=False,
+                chain_loop=False, field=32):
+    """A thread in frame mode whose store holds a set, as frame.c walks it."""
+    img = bytearray(0x800)
+    put = lambda at, v: struct.pack_into('<Q', img, at, v & 0xffffffffffffffff)
+    b = FRAME_BASE
+    undefined = b + 0x201
+    put(0x00, b + 0x100 if cped else 0)       # cped_slot
+    put(0x08, b + 0x108)                       # als_handle
+    put(0x10, hash_)                           # identity hash (int32) + pad
+    put(0x18, undefined)                       # undefined
+    put(0x100, undefined if undefined_frame else b + 0x301)  # the frame
+    put(0x108, b + 0x401)                      # the AsyncLocalStorage object
+    put(0x300 + 0x18, b + 0x501)               # the JSMap's table
+    counts = 0x510
+    put(counts, smi(1))
+    put(counts + 8, smi(0))
+    put(counts + 16, smi(buckets))
+    first = counts + 24
+    for i in range(max(buckets, 0) if buckets < 16 else 0):
+        put(first + 8 * i, smi(-1))
+    if 0 < buckets < 16:
+        put(first + 8 * (hash_ & (buckets - 1)), smi(0))
+        entry = first + 8 * buckets
+        put(entry, b + 0x401 if key_matches else b + 0x409)
+        put(entry + 8, b + 0x601)
+        put(entry + 16, smi(0) if chain_loop else smi(-1))
+    put(0x600 + field - 1 + 1, b + 0x700)      # internal field (value - 1 + field)
+    put(0x700 + 24, b + 0x780)                 # the set pointer
+    put(0x700 + 32, token)
+    return bytes(img)
+
+
+def frame_seed(layout, image, *, no_layout=False, nodejs=0):
+    return layout + bytes([1 if no_layout else 0]) + struct.pack('<Q', nodejs) + image
+
+
+def frame_seeds():
+    write('frame', 'set', frame_seed(frame_layout(), frame_image()))
+    write('frame', 'set-node22', frame_seed(frame_layout(field=24), frame_image(field=24)))
+    write('frame', 'gate-closed', frame_seed(frame_layout(), frame_image(cped=False)))
+    write('frame', 'no-layout', frame_seed(frame_layout(), frame_image(), no_layout=True))
+    write('frame', 'bad-layout', frame_seed(frame_layout(version=2, tagged=4), frame_image()))
+    write('frame', 'no-context', frame_seed(frame_layout(), frame_image(undefined_frame=True)))
+    write('frame', 'not-in-frame', frame_seed(frame_layout(), frame_image(key_matches=False)))
+    write('frame', 'chain-loop', frame_seed(frame_layout(), frame_image(key_matches=False, chain_loop=True)))
+    write('frame', 'bad-token', frame_seed(frame_layout(), frame_image(token=1)))
+    write('frame', 'odd-buckets', frame_seed(frame_layout(), frame_image(buckets=3)))
+    write('frame', 'many-buckets', frame_seed(frame_layout(), frame_image(buckets=1 << 30)))
+    write('frame', 'outside', frame_seed(frame_layout(), frame_image(), nodejs=0x7f0))
+
 
 def main():
     seeds = {'elf': elf_seeds, 'tlsdesc': tlsdesc_seeds, 'labels': labels_seeds, 'otel': otel_seeds,
-             'write': write_seeds}
+             'write': write_seeds, 'frame': frame_seeds}
     for name in sys.argv[1:] or seeds:
         seeds[name]()
 

@@ -26,9 +26,9 @@ function killAll() {
 // "ready PID", and the live target (test/fixtures/target.js) a JSON line
 // {"ready":true, ...} once it has the step that `input` writes to it.
 // `out` is everything the fixture printed up to then.
-function startFixture(command, args, { timeout = 15000, uid, gid, cwd, input } = {}) {
+function startFixture(command, args, { timeout = 15000, uid, gid, cwd, input, env } = {}) {
   return new Promise((resolve, reject) => {
-    const child = track(spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], uid, gid, cwd }));
+    const child = track(spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], uid, gid, cwd, env: env && { ...process.env, ...env } }));
     if (input !== undefined) child.stdin.write(input);
     let out = '';
     let err = '';

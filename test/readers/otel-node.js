@@ -112,7 +112,7 @@ function sample({ pid, mem, tp }, layout, options = {}) {
   }
 }
 
-function inside(tp, layout, options) {
+function insideSelf(tp, layout, options) {
   const mem = memory.inside();
   try {
     return sample({ pid: process.pid, mem, tp }, layout, options);
@@ -121,4 +121,19 @@ function inside(tp, layout, options) {
   }
 }
 
-module.exports = { sample, inside, discover, attributesOf };
+const name = 'otel-node';
+
+// The whole walk over one process, as support/harness.js runs readers;
+// `layout.field0Offset` is internal field 0's offset from V8's header, and
+// the record is in field 1, the word after it.
+function readProcess({ pid, mem, threads, layout }) {
+  const result = { threads: {} };
+  if (!layout) return result;
+  const constants = { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: layout.field0Offset + 8 };
+  for (const t of threads) result.threads[t.name] = sample({ pid, mem, tp: BigInt(t.tp) }, constants);
+  return result;
+}
+
+const inside = memory.readingSelf(readProcess);
+
+module.exports = { name, sample, insideSelf, readProcess, inside, discover, attributesOf };

@@ -192,13 +192,6 @@ function readProcess({ pid, mem, threads }) {
   return result;
 }
 
-function inside(ctx) {
-  const mem = memory.inside();
-  try {
-    return readProcess({ pid: process.pid, mem, ...ctx });
-  } finally {
-    mem.close();
-  }
-}
+const inside = memory.readingSelf(readProcess);
 
 module.exports = { name, loader, attach, discover, sampleThread, decodeLabels, readProcess, inside, MAX_ATTRS };

@@ -216,7 +216,7 @@ function sample({ pid, mem, tp, arch }, options = {}) {
 }
 
 // In this process, for the calling thread (its thread pointer `tp`).
-function inside(tp, options) {
+function insideSelf(tp, options) {
   const mem = memory.inside();
   try {
     return sample({ pid: process.pid, mem, tp, arch: process.arch }, options);
@@ -225,4 +225,32 @@ function inside(tp, options) {
   }
 }
 
-module.exports = { loadNodeClData, nodePath, sample, inside, TOKEN };
+const name = 'parca-node';
+
+// What one variant reports for a thread: the labels the sample gets (the
+// Node path's over the native path's), and why the Node path gave none.
+const summary = (r) => ({
+  labels: r.labels ?? null,
+  native: r.native ?? null,
+  outcome: r.error ?? r.node?.outcome ?? null,
+  warning: r.v8?.warning ?? r.v8?.error ?? null,
+});
+
+// The whole reader over one process, as support/harness.js runs readers:
+// each thread exactly as Parca reads it, and with its two faults corrected
+// (`layout.cpedOffset` is V8's CPED offset for this Node, from its header).
+function readProcess({ pid, mem, threads, arch, layout }) {
+  const result = { threads: {} };
+  for (const t of threads) {
+    const s = { pid, mem, tp: BigInt(t.tp), arch };
+    result.threads[t.name] = {
+      exact: summary(sample(s, {})),
+      corrected: layout ? summary(sample(s, { corrected: true, cpedOffset: layout.cpedOffset })) : null,
+    };
+  }
+  return result;
+}
+
+const inside = memory.readingSelf(readProcess);
+
+module.exports = { name, loadNodeClData, nodePath, sample, insideSelf, readProcess, inside, TOKEN };

@@ -15,6 +15,16 @@
 //   CPED table entry equal to V8's offset.  The test predicts that from the
 //   binary and the header and holds the reader to it, so that it says which
 //   Node versions Parca reads.
+// - Its native path (custom_labels_current_set, test/readers/parca.js) reads
+//   no set in frame mode: the labels are in the frame only.
+//
+// Three targets: frame_target.js (each thread samples itself once, with an
+// OpenTelemetry record the fixture puts in the store's field 1 beside
+// Parca's), frame_parked.js (the same threads read from outside), and the
+// seven steps of support/harness.js (nested sets, duplicate keys, the
+// limits, refused sets, a new key, churn) read from outside and in-process
+// (the path under qemu-user).  What the OpenTelemetry Node.js walk reads of
+// the seven steps is in otel-node.test.js.
 
 const assert = require('node:assert/strict');
 const { execFileSync, spawnSync } = require('node:child_process');
@@ -25,6 +35,7 @@ const needs = require('../helpers/needs');
 const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
+const { forEachPath } = require('./support/paths');
 
 const ROOT = path.join(__dirname, '..', '..');
 const MAJOR = Number(process.versions.node.split('.')[0]);
@@ -32,6 +43,23 @@ const THREADS = ['main', 'worker1', 'worker2'];
 const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
   (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
 const PARCA_CPED = MAJOR < 24 ? 576 : MAJOR < 25 ? 632 : 640;
+
+// Whether Parca finds the isolate: its thread-local in the node executable's
+// dynamic symbols (Parca looks in .symtab only from Node 26 on).
+let isolateSymbol = null;
+function isolateFound() {
+  if (isolateSymbol === null) {
+    const exe = elf.open(fs.realpathSync(process.execPath));
+    isolateSymbol = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
+  }
+  return MAJOR >= 26 || isolateSymbol;
+}
+
+// Why Parca's exact path reads nothing from the frame on this Node, given
+// V8's CPED offset (`cpedOffset`, from its header): empty where it reads.
+function parcaExactFails(cpedOffset) {
+  return [!isolateFound() && 'isolate symbol only in .symtab', PARCA_CPED !== Number(cpedOffset) && `V8's CPED offset is ${cpedOffset}`].filter(Boolean);
+}
 
 function nodeInclude() {
   const beside = path.resolve(path.dirname(process.execPath), '../include/node');
@@ -96,11 +124,8 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
   });
 
   it(`exact: reads them where Parca's isolate lookup and CPED offset (${PARCA_CPED}) hold on ${process.version}`, function () {
-    const exe = elf.open(fs.realpathSync(process.execPath));
-    const inDynsym = pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
-    const isolateFound = MAJOR >= 26 || inDynsym;
-    const cpedRight = PARCA_CPED === out.cpedOffset;
-    const reads = out.frameOn && isolateFound && cpedRight;
+    const fails = parcaExactFails(out.cpedOffset);
+    const reads = out.frameOn && fails.length === 0;
     for (const t of THREADS) {
       const r = out.threads[t].exact;
       // Frame mode publishes no native set; the hooks fallback does, and
@@ -108,9 +133,8 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
       if (reads || !out.frameOn) assert.deepEqual(r.labels, expected(t), `${t}: ${r.node.outcome}`);
       else assert.equal(r.labels, null, `${t}: ${r.node.outcome}`);
     }
-    if (!isolateFound) assert.match(out.threads.main.exact.v8.warning, /failed to look up g_current_isolate/);
-    this.test.title += `: ${reads ? 'reads' : `reads nothing (${[!out.frameOn && 'AsyncContextFrame off',
-      !isolateFound && 'isolate symbol only in .symtab', !cpedRight && `V8's CPED offset is ${out.cpedOffset}`].filter(Boolean).join(', ')})`}`;
+    if (!isolateFound()) assert.match(out.threads.main.exact.v8.warning, /failed to look up g_current_isolate/);
+    this.test.title += `: ${reads ? 'reads' : `reads nothing (${[!out.frameOn && 'AsyncContextFrame off', ...fails].filter(Boolean).join(', ')})`}`;
   });
 });
 
@@ -189,13 +213,60 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
   });
 
   it('exact Parca reads them from outside exactly where it reads them inside', function () {
-    const exe = elf.open(fs.realpathSync(process.execPath));
-    const isolateFound = MAJOR >= 26 || pfelf.lookupSymbol(exe, '_ZN2v88internal18g_current_isolate_E') !== null;
     for (const t of THREADS) {
       const r = out[t];
-      const reads = r.corrected.labels !== null && isolateFound && PARCA_CPED === Number(r.corrected.v8.cpedOffset);
+      const reads = r.corrected.labels !== null && parcaExactFails(r.corrected.v8.cpedOffset).length === 0;
       if (reads) assert.deepEqual(r.exact.labels, r.corrected.labels, `${t}: ${r.exact.node.outcome}`);
       else assert.equal(r.exact.labels, null, `${t}: ${r.exact.node.outcome}`);
     }
+  });
+});
+
+describe(`readers: Parca Agent over the package in frame mode on Node ${process.versions.node}, ${process.arch}: main thread and two workers, seven steps`, function () {
+  this.timeout(300000);
+
+  forEachPath('frame', (steps, where) => {
+    before(function () {
+      const why = steps()?.[0].ready.frameWhy;
+      if (why) needs.feature(this, why.feature, why.reason);
+    });
+    const each = (fn) => {
+      for (const s of steps()) for (const t of THREADS) fn(s, t, s.results);
+    };
+
+    it('every thread publishes its step\'s labels through the store (what the readers must find)', function () {
+      each((s, t) => {
+        const th = s.ready.threads.find((x) => x.name === t);
+        // getLabels() gives {} outside any set.
+        const labels = Object.keys(th.labels ?? {}).length === 0 ? null : th.labels;
+        assert.deepEqual(labels, s.expect[t], `${s.name}, ${t}: getLabels()`);
+        assert.equal(th.address !== 0, s.expect[t] !== null, `${s.name}, ${t}: a set exactly where labels are expected`);
+      });
+    });
+
+    it('native path (custom_labels_current_set) claims the file, with its custom_labels_als_* relocations, and reads no set', function () {
+      each((s, t, r) => {
+        assert.equal(r.parca.claimed?.length, 1, `${s.name}: Parca claims the one customlabels.node`);
+        assert.equal(r.parca.claimed[0].hasAlsData, true, s.name);
+        assert.equal(r.parca.threads[t].labels ?? null, null, `${s.name}, ${t}`);
+      });
+    });
+
+    it(`Node.js path, corrected: reads each thread's labels at every step ${where === 'outside' ? 'from outside' : 'in-process'}`, function () {
+      each((s, t, r) => {
+        const c = r['parca-node'].threads[t].corrected;
+        assert.deepEqual(c.labels, s.expect[t], `${s.name}, ${t}: ${c.outcome}`);
+      });
+    });
+
+    it('Node.js path, exact (@9ece4f9e)', function () {
+      const fails = parcaExactFails(steps()[0].ready.layout.cpedOffset);
+      each((s, t, r) => {
+        const e = r['parca-node'].threads[t].exact;
+        if (fails.length === 0) assert.deepEqual(e.labels, s.expect[t], `${s.name}, ${t}: ${e.outcome}`);
+        else assert.equal(e.labels, null, `${s.name}, ${t}: ${e.outcome}`);
+      });
+      this.test.title += fails.length === 0 ? ': reads every thread at every step' : `: reads nothing (${fails.join(', ')})`;
+    });
   });
 });

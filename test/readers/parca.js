@@ -251,13 +251,6 @@ function readProcess({ pid, mem, threads, arch }) {
   return result;
 }
 
-function inside(ctx) {
-  const mem = memory.inside();
-  try {
-    return readProcess({ pid: process.pid, mem, ...ctx });
-  } finally {
-    mem.close();
-  }
-}
+const inside = memory.readingSelf(readProcess);
 
 module.exports = { name, loader, attach, discover, sampleThread, decode, readProcess, inside, LIMITS: { MAX_CUSTOM_LABELS, MAX_KEY, MAX_VAL } };

@@ -9,9 +9,11 @@
 //   - "inside": by the target itself over /proc/self/mem, with thread
 //     pointers from the CPU (test/fixtures/tp_addon.c): the path that runs
 //     under qemu-user, where ptrace and process_vm_readv do not exist.
-// Two targets per path: "plain" (labels only, as a user who turned nothing
-// on) and "otel" (enableThreadContext() with a resource, and spans through
-// customlabels/otel).
+// Three targets per path: "plain" (labels only, as a user who turned nothing
+// on), "otel" (enableThreadContext() with a resource, and spans through
+// customlabels/otel) and "frame" (labels only, the package started with
+// CUSTOMLABELS_PUBLISH=frame, and this Node's flags, so that Node 22 runs
+// it with --experimental-async-context-frame where the suite does).
 
 const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -24,7 +26,13 @@ const memory = require('./memory');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const TARGET = path.join(ROOT, 'test', 'fixtures', 'target.js');
-const READERS = ['parca', 'otel-process-context', 'otel-thread-context'].map((n) => path.join(__dirname, '..', `${n}.js`));
+const readerFiles = (names) => names.map((n) => path.join(__dirname, '..', `${n}.js`));
+// The readers each kind of target is read with: the ABI's and the
+// OpenTelemetry formats' in hooks mode; in frame mode also the walks of
+// V8's AsyncContextFrame.
+const READERS = readerFiles(['parca', 'otel-process-context', 'otel-thread-context']);
+const FRAME_READERS = readerFiles(['parca', 'parca-node', 'otel-node']);
+const MAJOR = Number(process.versions.node.split('.')[0]);
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
 const SPAN = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', flags: 1 };
@@ -129,8 +137,9 @@ function build() {
   return built;
 }
 
-function startTarget(options) {
-  const child = spawn(process.execPath, [TARGET, JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'pipe'], cwd: ROOT });
+function startTarget(options, env = {}, execArgv = []) {
+  const child = spawn(process.execPath, [...execArgv, TARGET, JSON.stringify(options)],
+    { stdio: ['pipe', 'pipe', 'pipe'], cwd: ROOT, env: { ...process.env, ...env } });
   live.add(child);
   child.on('exit', () => live.delete(child));
   let stderr = '';
@@ -166,7 +175,7 @@ const parse = (v) => JSON.parse(JSON.stringify(v, (k, x) => (typeof x === 'bigin
 
 // Reads the target from outside: each thread stopped, its thread pointer
 // from ptrace, then every reader, then the threads run on.
-function readOutside(mem, pid, reported) {
+function readOutside(mem, pid, reported, readers, layout) {
   const tids = fs.readdirSync(`/proc/${pid}/task`).map(Number);
   const stopped = [];
   try {
@@ -184,10 +193,10 @@ function readOutside(mem, pid, reported) {
     const others = [...byTp].filter(([tp]) => !threads.some((t) => t.tp === tp)).map(([tp, tid]) => ({ name: `tid ${tid}`, tp, tid }));
     const results = {};
     const view = memory.paged(mem); // the threads are stopped: memory holds still
-    for (const file of READERS) {
+    for (const file of readers) {
       const reader = require(file);
       try {
-        results[reader.name] = reader.readProcess({ pid, mem: view, threads: [...threads, ...others], arch: process.arch });
+        results[reader.name] = reader.readProcess({ pid, mem: view, threads: [...threads, ...others], arch: process.arch, layout });
       } catch (err) {
         results[reader.name] = { error: err.message, kind: err.kind ?? null };
       }
@@ -215,7 +224,15 @@ async function doRun(kind) {
   const why = { ...b.why };
   const options = { tpAddon: b.tpAddon, readers: READERS };
   if (kind === 'otel') Object.assign(options, { threadContext: RESOURCE, spans: true });
-  const target = startTarget(options);
+  let env = {};
+  let execArgv = [];
+  if (kind === 'frame') {
+    if (MAJOR < 22) return { skip: { feature: 'Node 22+', reason: 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)' } };
+    Object.assign(options, { publish: 'frame', readers: FRAME_READERS });
+    env = { CUSTOMLABELS_PUBLISH: 'frame' };
+    execArgv = process.execArgv;
+  }
+  const target = startTarget(options, env, execArgv);
   let mem = null;
   try {
     if (b.probe) {
@@ -237,7 +254,7 @@ async function doRun(kind) {
       const inside = { results: ready.results, poll: ready.poll ?? null };
       let outside = null;
       if (mem) {
-        outside = readOutside(mem, target.pid, ready.threads);
+        outside = readOutside(mem, target.pid, ready.threads, options.readers, ready.layout);
         if (s.poll && kind === 'otel') outside.poll = parse(require('../otel-process-context').poll({ pid: target.pid, mem, times: 200 }));
       }
       steps.push({ ...s, ready, inside, outside });
@@ -249,4 +266,4 @@ async function doRun(kind) {
   }
 }
 
-module.exports = { run, STEPS, SPAN, RESOURCE, ROOT, key25, val53, ten };
+module.exports = { run, STEPS, SPAN, RESOURCE, ROOT, MAJOR, key25, val53, ten };

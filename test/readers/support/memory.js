@@ -123,4 +123,17 @@ function maps(pid) {
   });
 }
 
-module.exports = { inside, outside, paged, maps };
+// A reader's inside(ctx), as support/harness.js calls it in the target:
+// its readProcess over this process's own memory.
+function readingSelf(readProcess) {
+  return (ctx) => {
+    const mem = inside();
+    try {
+      return readProcess({ pid: process.pid, mem, ...ctx });
+    } finally {
+      mem.close();
+    }
+  };
+}
+
+module.exports = { inside, outside, paged, maps, readingSelf };

@@ -1,0 +1,58 @@
+/*
+ * Frame mode (frame.c): a Node.js thread whose labels live in V8's
+ * AsyncContextFrame rather than in custom_labels_current_set.  The writer
+ * publishes everything the walk needs, so this reader has no Node-version
+ * tables: per thread, otel_thread_ctx_nodejs_v1 {cped_slot, als_handle,
+ * als_identity_hash, undefined_addr} in the labels module's TLS; per
+ * process, custom_labels_v8_layout in the V8 companion module (the offsets
+ * of V8's structures for the Node major it was built for).
+ */
+#ifndef CLD_FRAME_H
+#define CLD_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* custom_labels_v8_layout, version 1, as the writer lays it out. */
+typedef struct {
+  uint32_t version;
+  uint32_t size;
+  uint32_t tagged_size;
+  uint32_t js_map_table_offset;
+  uint32_t ordered_hash_map_header_size;
+  uint32_t entry_size;
+  uint32_t record_field_offset;
+  uint32_t otel_record_field_offset;
+  uint32_t labelset_offset;
+  uint32_t token_offset;
+  uint64_t token;
+} cld_v8_layout_t;
+
+_Static_assert(sizeof(cld_v8_layout_t) == 48, "custom_labels_v8_layout, version 1");
+
+/* Whether a layout read from a process is one this reader can follow;
+ * `why` says what is wrong otherwise. */
+bool cld_v8_layout_usable(const cld_v8_layout_t *layout, char *why, size_t why_size);
+
+typedef enum {
+  CLD_FRAME_OFF = 0, /* cped_slot is 0: the thread does not publish in frame mode */
+  CLD_FRAME_SET,     /* *word_address is the thread's label set pointer */
+  CLD_FRAME_NONE,    /* frame mode, no set in the current frame; `why` says which step */
+  CLD_FRAME_ERROR    /* a read failed or a check did not hold; `why` says which */
+} cld_frame_status_t;
+
+/*
+ * Walks from the thread's otel_thread_ctx_nodejs_v1 (at `nodejs`) to the
+ * word that holds its label set pointer: CPED slot, the frame (a JSMap),
+ * its OrderedHashMap table, the bucket of the identity hash, the entry
+ * whose key is the AsyncLocalStorage, the store object's internal field,
+ * the record and its token.  Every read may fail; every walk is bounded.
+ * `layout` may be NULL (no companion found): frame mode is then reported
+ * as an error.
+ */
+cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *layout, uint64_t nodejs,
+                                  uint64_t *word_address, char *why, size_t why_size);
+
+#endif

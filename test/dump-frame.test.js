@@ -1,0 +1,104 @@
+'use strict';
+// customlabels-dump over the package in frame mode (CUSTOMLABELS_PUBLISH=frame:
+// each label set is the AsyncLocalStorage store, in V8's AsyncContextFrame;
+// test/fixtures/frame_threads.js), main thread and two workers.  The dump has no Node
+// tables of its own: it follows otel_thread_ctx_nodejs_v1 (the CPED slot,
+// the AsyncLocalStorage's handle and hash, undefined) and the V8
+// companion's custom_labels_v8_layout.  It must say it read the frame
+// ("via": "frame", "[frame]"), in the snapshot and in --sample, where a
+// thread switching sets while it is read must never be counted under a
+// torn mix.
+
+const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { promisify } = require('node:util');
+const { emulated } = require('./helpers/emulation');
+const needs = require('./helpers/needs');
+const { killAll, startFixture } = require('./helpers/children');
+
+const ROOT = path.join(__dirname, '..');
+const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
+const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'frame_threads.js');
+const MAJOR = Number(process.versions.node.split('.')[0]);
+const THREADS = ['main', 'worker1', 'worker2'];
+
+const ENV = { CUSTOMLABELS_PUBLISH: 'frame' };
+// This Node's flags too, so that Node 22 runs frame mode where the suite
+// runs with --experimental-async-context-frame.
+const start = (how) => startFixture(process.execPath, [...process.execArgv, FIXTURE, how], { env: ENV });
+const dump = (args) => promisify(execFile)(DUMP, args, { encoding: 'utf8', timeout: 30000 });
+const jsonLines = (s) => s.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+
+describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process.versions.node}`, function () {
+  this.timeout(120000);
+  afterEach(killAll);
+
+  before(function () {
+    needs.platform(this);
+    if (emulated) needs.feature(this, 'under emulation', 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which customlabels-dump needs');
+    if (MAJOR < 22) needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+    if (!fs.existsSync(DUMP)) needs.feature(this, 'customlabels-dump', 'build/Release/customlabels-dump is not built (npm install builds it)');
+    // Whether the package runs frame mode here (the companion for this Node,
+    // AsyncContextFrame on), and why not.
+    const probe = spawnSync(process.execPath, [...process.execArgv, '-e',
+      "process.stdout.write(JSON.stringify(require('./test/fixtures/frame_mode').frameMode().why))"],
+    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...ENV } });
+    assert.equal(probe.status, 0, probe.stderr);
+    const why = JSON.parse(probe.stdout);
+    if (why) needs.feature(this, why.feature, why.reason);
+  });
+
+  it('snapshot: reads each parked thread\'s labels from the frame, says so, and names the discovery and the layout in the header', async function () {
+    const { pid, roles } = await start('park');
+    const text = (await dump([String(pid)])).stdout;
+    assert.match(text, /frame mode readable: otel_thread_ctx_nodejs_v1 from \S*customlabels[^\n]*V8 layout from/);
+    for (const t of THREADS) {
+      assert.match(text, new RegExp(`^\\s*${roles[t]}\\s.*\\[frame\\] thread="${t}" phase="parked"$`, 'm'), `${t} in:\n${text}`);
+    }
+    const lines = jsonLines((await dump(['--json', String(pid)])).stdout);
+    const header = lines.find((l) => l.tid === undefined);
+    assert.equal(header.pid, pid);
+    assert.match(header.frame.discovery, /customlabels/);
+    assert.ok([24, 32].includes(header.frame.record_field_offset), `field 0 at ${header.frame.record_field_offset}`);
+    for (const t of THREADS) {
+      const l = lines.find((x) => x.tid === roles[t]);
+      assert.deepEqual(l.labels, { phase: 'parked', thread: t }, t);
+      assert.equal(l.via, 'frame', t);
+    }
+    // Threads of the process that never entered a set: frame mode, no set.
+    const others = lines.filter((x) => x.tid !== undefined && !THREADS.some((t) => roles[t] === x.tid));
+    assert.ok(others.length > 0);
+    for (const o of others) assert.equal(o.labels, null, `${o.name} ${o.tid}`);
+  });
+
+  it('--sample: running threads are counted under their own sets, read from the frame, never under a torn mix', async function () {
+    const { pid, roles } = await start('spin');
+    const rows = jsonLines((await dump(['--json', '--sample', '200', '--duration', '2', String(pid)])).stdout).filter((r) => r.tid !== undefined);
+    const byTid = new Map();
+    for (const r of rows) {
+      const e = byTid.get(r.tid) ?? { total: 0, labelled: 0, errors: 0 };
+      e.total += r.samples;
+      if (r.error) e.errors += r.samples;
+      else if (r.labels) e.labelled += r.samples;
+      byTid.set(r.tid, e);
+      const t = THREADS.find((n) => roles[n] === r.tid);
+      if (r.labels && t) {
+        assert.equal(r.via, 'frame', JSON.stringify(r));
+        assert.equal(r.labels.thread, t, JSON.stringify(r));
+        assert.ok(['a', 'b'].includes(r.labels.phase), JSON.stringify(r));
+        assert.deepEqual(Object.keys(r.labels).sort(), ['phase', 'thread'], JSON.stringify(r));
+      }
+    }
+    for (const t of THREADS) {
+      const e = byTid.get(roles[t]);
+      assert.ok(e && e.total >= 20, `${t}: ${JSON.stringify(e)} samples`);
+      // Busy inside its sets nearly all the time; a read that kept changing
+      // is reported as unreadable, never counted under a mix.
+      assert.ok(e.labelled >= 0.5 * e.total, `${t}: ${JSON.stringify(e)}`);
+      assert.ok(e.errors <= 0.2 * e.total, `${t}: ${JSON.stringify(e)}`);
+    }
+  });
+});
