@@ -17,8 +17,10 @@ const MAJOR = Number(process.versions.node.split('.')[0]);
 // depend on the mode (test/helpers/tls.js reads the frame in frame mode).
 const API_FILES = ['api', 'async', 'otel', 'workers', 'errors'].map((f) => path.join(__dirname, `${f}.test.js`));
 
+// A child of this Node with this process's flags (AsyncContextFrame may be
+// turned on by a flag here rather than by NODE_OPTIONS).
 function node(code, env = {}, args = []) {
-  const r = spawnSync(process.execPath, [...args, '-e', code], {
+  const r = spawnSync(process.execPath, [...process.execArgv, ...args, '-e', code], {
     cwd: ROOT, encoding: 'utf8', timeout: 120000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame', ...env },
   });
   return r;
