@@ -144,7 +144,8 @@ function writeString(s, at) {
 // the current chunk and gives the set its store object.  With `ascii`,
 // returns false as soon as a string is not ASCII, having published nothing
 // (the record is written last): lib/labelset.js then checks the set in
-// UTF-8 bytes and has write() write it again.
+// UTF-8 bytes and has write() write it again.  The strings written before
+// that stay (giveUp): the key cache may point at them already.
 function write(set, ascii) {
   const kv = set.kv;
   const n = kv.length >> 1;
@@ -166,7 +167,7 @@ function write(set, ascii) {
       k = keys.get(key);
       if (k === undefined) {
         const len = writeString(key, p);
-        if (ascii && len !== key.length) return false;
+        if (ascii && len !== key.length) return giveUp(p);
         k = { key, at: p, len, value: undefined, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
@@ -175,7 +176,7 @@ function write(set, ascii) {
     }
     if (value !== k.value) {
       const vLen = writeString(value, p);
-      if (ascii && vLen !== value.length) return false;
+      if (ascii && vLen !== value.length) return giveUp(p);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
@@ -221,6 +222,13 @@ function write(set, ascii) {
   set.store = store;
   store.set = set;
   return true;
+}
+
+// write() gave up on a set at `p`: the strings before p stay written, as
+// the key cache may already point at them, and the next set starts after.
+function giveUp(p) {
+  off = (p + 7) & ~7;
+  return false;
 }
 
 // The writer lib/labelset.js uses in frame mode: ascii takes the sets
