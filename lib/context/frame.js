@@ -265,10 +265,18 @@ function storeOf(set) {
 }
 
 // Runs fn with `set` current, synchronously and in the async work it
-// starts: AsyncLocalStorage.run itself.  `prior` is what store() gives now.
+// starts.  `prior` is what store() gives now.  This is what
+// AsyncLocalStorage.run does (enterWith, then enterWith the prior store),
+// less its own lookup of the prior store, which the caller made already:
+// a set current in the frame always has its store object.
 function run(set, fn, prior) {
   if (set === (prior === undefined ? EMPTY : prior)) return fn();
-  return storage.run(storeOf(set), fn);
+  storage.enterWith(storeOf(set));
+  try {
+    return fn();
+  } finally {
+    storage.enterWith(prior === undefined ? undefined : prior.store);
+  }
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
