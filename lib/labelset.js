@@ -24,6 +24,7 @@ class LabelSet {
     this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
     this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
     this.store = null; // frame mode: its store object in the AsyncContextFrame (lib/context/frame.js)
+    this.chunk = null; // frame mode: the ArrayBuffer its bytes are in, kept alive by the set (lib/context/frame.js)
   }
 
   // The published address, for diagnostics and tests (0 for NULL).

@@ -216,7 +216,8 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
 }
 
-// chunk(size): [ArrayBuffer, address] over `size` zeroed bytes whose address
+// chunk(size): [ArrayBuffer, address] over `size` bytes (zeroed before V8 13,
+// Node 22; not from V8 13 on, Node 24 and later) whose address
 // does not carry into its high 32 bits anywhere inside (JavaScript forms
 // addresses from the base's two halves).  The memory comes from Node's
 // ArrayBuffer allocator, so V8 counts it as external memory and collects
@@ -231,8 +232,12 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
   size_t size = args[0].As<v8::Uint32>()->Value();
   for (int attempt = 0; attempt < 4; attempt++) {
 #if V8_MAJOR_VERSION >= 13
+    // Uninitialized: zeroing 16 KiB was most of a chunk's cost, and
+    // JavaScript writes every byte a reader reads (the records' zero bytes
+    // included) before a store object points at it.
     Local<ArrayBuffer> buf;
-    if (!ArrayBuffer::MaybeNew(isolate, size).ToLocal(&buf)) return;
+    if (!ArrayBuffer::MaybeNew(isolate, size, v8::BackingStoreInitializationMode::kUninitialized).ToLocal(&buf))
+      return;
 #else
     Local<ArrayBuffer> buf = ArrayBuffer::New(isolate, size);  // aborts when out of memory
 #endif

@@ -204,6 +204,17 @@ describe('withLabels: what the thread publishes', () => {
     });
   });
 
+  it('publishes whole a set whose new keys come before a non-ASCII value', () => {
+    // Keys no set used before, so that they are written with this set,
+    // ahead of the value that the ASCII writer gives up at.
+    const id = String(process.hrtime.bigint());
+    const labels = { [`a${id}`]: 'x', [`b${id}`]: 'é' };
+    withLabels(labels, () => assert.deepEqual(tls.published(), labels));
+    withLabels({ [`a${id}`]: 'x', [`c${id}`]: 'y' }, () => {
+      assert.deepEqual(tls.published(), { [`a${id}`]: 'x', [`c${id}`]: 'y' });
+    });
+  });
+
   it('writes a lone surrogate in a value as U+FFFD', () => {
     withLabels({ v: 'a\ud800b' }, () => {
       assert.deepEqual([...rawInstalled().entries[0].value], [0x61, 0xef, 0xbf, 0xbd, 0x62]);

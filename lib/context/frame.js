@@ -38,10 +38,10 @@
 // its record the next time it is made current (attach()).
 //
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
-// Each store object references its chunk (`chunk`) and its LabelSet
-// (`set`, which references the store back), so a chunk is freed only after
-// every store object of a set in it is unreachable, from any frame,
-// closure or set.  One long-lived set pins its whole chunk: CHUNK is the
+// Each store object references its LabelSet (`set`), and the set its
+// chunk (`chunk`) and its store object back, so a chunk is freed only after
+// every store object and set in it is unreachable, from any frame, closure
+// or set.  One long-lived set pins its whole chunk: CHUNK is the
 // price of that against the cost of making chunks (bench/frame-rss.js).
 // Nothing is freed or reused by this file, and a worker's chunks go with
 // its isolate.
@@ -79,7 +79,14 @@ function unavailable(v8, missing) {
   if (major < 22) return `Node.js ${process.versions.node} has no AsyncContextFrame (Node.js 22 with --experimental-async-context-frame, or 24 and later)`;
   if (v8 === null) return missing;
   const probe = new AsyncLocalStorage();
-  if (!probe.run(1, () => isMap(v8.cped()))) {
+  const on = probe.run(1, () => isMap(v8.cped()));
+  // run() leaves the probe in the frame it returns to, with the value
+  // undefined (it restores the prior value, not the prior frame), and every
+  // frame made after it would copy that entry: each AsyncLocalStorage.run
+  // in the thread, customlabels' and the application's, copies a frame
+  // twice.  disable() takes it out.
+  probe.disable();
+  if (!on) {
     return major === 22
       ? 'AsyncContextFrame is off (Node.js 22 turns it on with --experimental-async-context-frame)'
       : 'AsyncContextFrame is off (--no-async-context-frame)';
@@ -90,7 +97,7 @@ function unavailable(v8, missing) {
 const storage = new AsyncLocalStorage();
 let native = null;
 
-// The current chunk: its ArrayBuffer (which store objects reference),
+// The current chunk: its ArrayBuffer (which its sets reference),
 // views, base address in halves (the companion never gives a chunk that
 // straddles a 4 GiB line, so base + offset never carries into the high
 // half), the bump offset, and per key written in it where it is and where
@@ -103,6 +110,12 @@ let lo = 0;
 let hi = 0;
 let off = 0;
 let keys = null;
+// The key entries the last set used, by label position: most sets have the
+// keys of the set before them in the same order (the same route, method,
+// trace_id...), and a key from an object literal is the same string each
+// time, so an identity test finds its entry without a lookup in `keys`.
+// Owned by the chunk, as `keys` is.
+let byPosition = [];
 // Store objects whose records are already placed in the current chunk,
 // from pool[next] on, the first record at poolAt.
 let pool = null;
@@ -118,6 +131,7 @@ function newChunk() {
   hi = (address - lo) / TWO32;
   off = 0;
   keys = new Map();
+  byPosition = [];
   next = POOL; // the pool's records were in the old chunk
 }
 
@@ -147,7 +161,8 @@ function writeString(s, at) {
 // the current chunk and gives the set its store object.  With `ascii`,
 // returns false as soon as a string is not ASCII, having published nothing
 // (the record is written last): lib/labelset.js then checks the set in
-// UTF-8 bytes and has write() write it again.
+// UTF-8 bytes and has write() write it again.  The strings written before
+// that stay (giveUp): the key cache may point at them already.
 function write(set, ascii) {
   const kv = set.kv;
   const n = kv.length >> 1;
@@ -165,17 +180,21 @@ function write(set, ascii) {
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
     const value = kv[2 * i + 1];
-    let k = keys.get(key);
-    if (k === undefined) {
-      const len = writeString(key, p);
-      if (ascii && len !== key.length) return false;
-      k = { at: p, len, value: undefined, vAt: 0, vLen: 0 };
-      keys.set(key, k);
-      p += len;
+    let k = byPosition[i];
+    if (k === undefined || k.key !== key) {
+      k = keys.get(key);
+      if (k === undefined) {
+        const len = writeString(key, p);
+        if (ascii && len !== key.length) return giveUp(p);
+        k = { key, at: p, len, value: undefined, vAt: 0, vLen: 0 };
+        keys.set(key, k);
+        p += len;
+      }
+      byPosition[i] = k;
     }
     if (value !== k.value) {
       const vLen = writeString(value, p);
-      if (ascii && vLen !== value.length) return false;
+      if (ascii && vLen !== value.length) return giveUp(p);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
@@ -203,20 +222,31 @@ function write(set, ascii) {
   off = (p + 7) & ~7;
   const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
+  // Its first 24 bytes are written too: a chunk is not zeroed (Node 24
+  // and later).
   const r = (poolAt + next * RECORD) >> 2;
+  u32[r] = 0;
+  u32[r + 1] = 0;
+  u32[r + 2] = 0;
+  u32[r + 3] = 0;
+  u32[r + 4] = 0;
+  u32[r + 5] = 0;
   u32[r + 6] = lo + at;
   u32[r + 7] = hi;
   u32[r + 8] = TOKEN_LO;
   u32[r + 9] = TOKEN_HI;
+  // The store keeps the set, and the set its chunk (one property added to
+  // the store object rather than two).
   const store = pool[next];
   pool[next++] = undefined;
-  store.chunk = buf;
-  store.set = set;
-  // The chunk of the store's OpenTelemetry record (this one), or false: none
-  // yet (attach()).
-  store.otel = records ? buf : false;
-  if (records) native.setOtel(store, otel);
+  set.chunk = buf;
+  if (records) {
+    // The record is in the set's own chunk; store.otel says it has one.
+    store.otel = buf;
+    native.setOtel(store, otel);
+  }
   set.store = store;
+  store.set = set;
   return true;
 }
 
@@ -252,6 +282,13 @@ function attach(set) {
   native.setOtel(store, otel);
 }
 
+// write() gave up on a set at `p`: the strings before p stay written, as
+// the key cache may already point at them, and the next set starts after.
+function giveUp(p) {
+  off = (p + 7) & ~7;
+  return false;
+}
+
 // The writer lib/labelset.js uses in frame mode: ascii takes the sets
 // within the limits in characters whose strings are all ASCII (so within
 // them in bytes); any writes a set already checked.
@@ -284,15 +321,23 @@ function start(v8) {
 function storeOf(set) {
   const store = set.store;
   if (store === null) return undefined;
-  if (store.otel === false && recordsOn()) attach(set);
+  if (store.otel === undefined && recordsOn()) attach(set);
   return store;
 }
 
 // Runs fn with `set` current, synchronously and in the async work it
-// starts: AsyncLocalStorage.run itself.  `prior` is what store() gives now.
+// starts.  `prior` is what store() gives now.  This is what
+// AsyncLocalStorage.run does (enterWith, then enterWith the prior store),
+// less its own lookup of the prior store, which the caller made already:
+// a set current in the frame always has its store object.
 function run(set, fn, prior) {
   if (set === (prior === undefined ? EMPTY : prior)) return fn();
-  return storage.run(storeOf(set), fn);
+  storage.enterWith(storeOf(set));
+  try {
+    return fn();
+  } finally {
+    storage.enterWith(prior === undefined ? undefined : prior.store);
+  }
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
