@@ -141,3 +141,45 @@ describe('two copies of the package in one process', function () {
     assert.equal(conflict[0].message, r.reason);
   });
 });
+
+// How the addon looks for other copies (src/peers.c) walks glibc's list of
+// loaded objects.  It must not load anything while it holds that list: a
+// thread that loads a shared object at the same moment takes the same two
+// locks in the other order, and both threads wait forever (a worker that
+// loads an addon while another starts was enough).
+describe('looking for other copies while another thread loads shared objects', function () {
+  this.timeout(120000);
+
+  it('never deadlocks with a thread that loads and unloads an object in a loop', function () {
+    if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
+    const { cc } = require('./helpers/emulation');
+    needs.tool(this, cc);
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-peers-'));
+    try {
+      const lib = path.join(tmp, 'tls.so');
+      const loop = path.join(tmp, 'loop.node');
+      const include = [path.resolve(path.dirname(process.execPath), '../include/node'), '/usr/include/node']
+        .find((dir) => fs.existsSync(path.join(dir, 'node_api.h')));
+      fs.writeFileSync(path.join(tmp, 'tls.c'), '__thread int word;\nint bump(void) { return word++; }\n');
+      execFileSync(cc, ['-shared', '-fPIC', '-o', lib, path.join(tmp, 'tls.c')]);
+      execFileSync(cc, ['-std=gnu11', '-O2', '-shared', '-fPIC', `-I${include}`, '-o', loop,
+        path.join(__dirname, 'fixtures', 'dlopen_loop.c'), '-lpthread']);
+      const code = `
+        const native = require(${JSON.stringify(path.join(ROOT, 'lib', 'internals'))}).addon;
+        const m = { exports: {} };
+        process.dlopen(m, ${JSON.stringify(loop)});
+        m.exports.start(${JSON.stringify(lib)});
+        let peers = 0;
+        for (let i = 0; i < 5000; i++) peers += native.binding.peers().length;
+        process.stdout.write(JSON.stringify({ loads: m.exports.stop(), peers }));`;
+      const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 90000, killSignal: 'SIGKILL' });
+      assert.equal(r.signal, null, 'the child hung: looking for copies deadlocked with the loading thread');
+      assert.equal(r.status, 0, r.stderr);
+      const out = JSON.parse(r.stdout);
+      assert.ok(out.loads > 0, 'the other thread loaded the object');
+      assert.equal(out.peers, 0, 'no other copy of the ABI is loaded');
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});

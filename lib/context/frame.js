@@ -321,7 +321,7 @@ function start(v8) {
 function storeOf(set) {
   const store = set.store;
   if (store === null) return undefined;
-  if (store.otel === undefined && recordsOn()) attach(set);
+  if (recordsOn() && store.otel === undefined) attach(set);
   return store;
 }
 
