@@ -296,7 +296,7 @@ function loadCompanion() {
     file: null,
     reason: tried.length > 0 ? `no companion customlabels-v8 loaded for Node.js ABI ${process.versions.modules} (${tried.join('; ')})`
       : `no companion customlabels-v8 for Node.js ABI ${process.versions.modules} (Node.js ${process.versions.node}): ` +
-        `neither ${companionFiles().join(' nor ')} exists; \`npm rebuild customlabels\` builds it for this Node.js`,
+        `neither ${companionFiles().join(' nor ')} exists; \`npm rebuild customlabels --build-from-source\` builds it for this Node.js (with a C++ compiler)`,
   };
   return companion;
 }
