@@ -418,6 +418,28 @@ describe('the packed tarball', function () {
     });
   });
 
+  it('on a Node.js with no prebuilt companion for frame mode, the install script tries a build from source and, with no compiler, installs the prebuilt addon', function () {
+    if (Number(process.versions.node.split('.')[0]) < 22) {
+      needs.feature(this, 'Node 22+', 'frame mode\'s companion is built for Node.js 22 and later only');
+    }
+    skipUnderEmulation(this, why.npm);
+    const copy = path.join(tmp, 'no-companion');
+    fs.cpSync(installed, copy, { recursive: true });
+    fs.rmSync(path.join(copy, 'build'), { recursive: true, force: true });
+    fs.rmSync(path.join(copy, 'prebuilds', `linux-${process.arch}`, 'v8', `customlabels-v8.abi${process.versions.modules}.node`));
+    const env = { ...process.env, PATH: bare };
+    delete env.npm_config_build_from_source;
+    const r = spawnSync(process.execPath, [path.join(copy, 'scripts', 'install.js')], { cwd: copy, encoding: 'utf8', env });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /no prebuilt companion for frame mode on Node\.js .*; building from source/);
+    assert.match(r.stdout, /building from source failed \(above\); installing the prebuilt addon/);
+    const script = `const cl = require(${JSON.stringify(copy)}); console.log(JSON.stringify({ supported: cl.supported, mode: cl.publishMode }));`;
+    const ran = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...env, CUSTOMLABELS_PUBLISH: 'frame' } });
+    assert.equal(ran.status, 0, ran.stderr);
+    assert.deepEqual(JSON.parse(ran.stdout), { supported: true, mode: 'hooks' });
+    assert.match(ran.stderr, /CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: no companion .*npm rebuild customlabels --build-from-source/);
+  });
+
   describe('where the ABI is not supported', () => {
     const cases = [
       { name: 'macOS', env: { CUSTOMLABELS_FAKE_PLATFORM: 'darwin' }, reason: /Linux on x86-64 or aarch64, not darwin\/x64|not darwin\/arm64/ },
