@@ -423,17 +423,20 @@ describe('the packed tarball', function () {
       needs.feature(this, 'Node 22+', 'frame mode\'s companion is built for Node.js 22 and later only');
     }
     skipUnderEmulation(this, why.npm);
-    const copy = path.join(tmp, 'no-companion');
-    fs.cpSync(installed, copy, { recursive: true });
-    fs.rmSync(path.join(copy, 'build'), { recursive: true, force: true });
-    fs.rmSync(path.join(copy, 'prebuilds', `linux-${process.arch}`, 'v8', `customlabels-v8.abi${process.versions.modules}.node`));
+    const app = path.join(tmp, 'app-no-companion');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), '{"private": true}\n');
     const env = { ...process.env, PATH: bare };
     delete env.npm_config_build_from_source;
-    const r = spawnSync(process.execPath, [path.join(copy, 'scripts', 'install.js')], { cwd: copy, encoding: 'utf8', env });
-    assert.equal(r.status, 0, r.stdout + r.stderr);
-    assert.match(r.stdout, /no prebuilt companion for frame mode on Node\.js .*; building from source/);
-    assert.match(r.stdout, /building from source failed \(above\); installing the prebuilt addon/);
-    const script = `const cl = require(${JSON.stringify(copy)}); console.log(JSON.stringify({ supported: cl.supported, mode: cl.publishMode }));`;
+    npm(['install', '--ignore-scripts', tarball], { cwd: app, env });
+    const pkg = path.join(app, 'node_modules', 'customlabels');
+    fs.rmSync(path.join(pkg, 'prebuilds', `linux-${process.arch}`, 'v8', `customlabels-v8.abi${process.versions.modules}.node`));
+    // npm runs the install script as it would at install, with its output.
+    const out = npm(['rebuild', 'customlabels', '--foreground-scripts'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    assert.match(out, /no prebuilt companion for frame mode on Node\.js .*; building from source/);
+    assert.match(out, /building from source failed \(above\); installing the prebuilt addon/);
+    assert.equal(fs.existsSync(path.join(pkg, 'build', 'Release', 'customlabels.node')), false, 'nothing was built');
+    const script = `const cl = require(${JSON.stringify(pkg)}); console.log(JSON.stringify({ supported: cl.supported, mode: cl.publishMode }));`;
     const ran = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...env, CUSTOMLABELS_PUBLISH: 'frame' } });
     assert.equal(ran.status, 0, ran.stderr);
     assert.deepEqual(JSON.parse(ran.stdout), { supported: true, mode: 'hooks' });
