@@ -24,7 +24,7 @@ class LabelSet {
     this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
     this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
     this.store = null; // frame mode: its store object in the AsyncContextFrame (lib/context/frame.js)
-    this.chunk = null; // frame mode: the ArrayBuffer its bytes are in, kept alive by the set (lib/context/frame.js)
+    this.chunk = null; // frame mode: the ArrayBuffer its bytes are in, kept alive by the set (lib/context/frame-sets.js)
   }
 
   // The published address, for diagnostics and tests (0 for NULL).
@@ -37,7 +37,7 @@ class LabelSet {
 const EMPTY = new LabelSet([], null);
 
 // Who writes a new set's bytes: lib/abi.js, into the thread's arena (hooks
-// mode), unless lib/context/frame.js took over before the thread's first set
+// mode), unless lib/context/frame-sets.js took over before the thread's first set
 // (frame mode: chunks the GC owns).  `ascii` takes a set only if it is
 // within the limits by construction; `any` writes a set already checked.
 let writer = { ascii: encodeAscii, any: encodeAny };

@@ -10,7 +10,7 @@
 // handle slot holding that AsyncLocalStorage) to the store, then from the
 // store's internal field 0 to a native record: 24 bytes zero, the label-set
 // pointer at +24 and the token at +32.  The set behind it is a Custom Label
-// ABI v1 set (lib/context/frame.js writes both).
+// ABI v1 set (lib/context/frame-sets.js writes both).
 //
 // This file holds only what needs V8's C++ API, and is built once per Node
 // major against that major's headers (binding.gyp for the running Node,
@@ -266,7 +266,7 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
 }
 
 // setOtel(store, address): internal field 1, the store's OpenTelemetry
-// thread-context record (lib/context/frame.js, once the record is written
+// thread-context record (lib/context/frame-sets.js, once the record is written
 // whole; the store keeps the record's chunk alive).
 void SetOtel(const FunctionCallbackInfo<Value>& args) {
   SetField(args[0].As<Object>(), 1, AddressOf(args[1]));

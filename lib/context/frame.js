@@ -15,58 +15,14 @@
 // otel_thread_ctx_nodejs_v1).  So no async hook and no promise hook is
 // installed, and custom_labels_current_set stays NULL.
 //
-// The sets are those of lib/labelset.js (one set of reading, checking and
-// merging rules for both modes); this file writes their bytes
-// (useWriter), in chunks the GC owns rather than in the thread's arena:
-//   record (40 bytes): 24 bytes zero, the set's address at +24, the token
-//                      0xEC9EB507FB5D7903 at +32 (Parca Agent's layout)
-//   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
-//   entries (32 bytes each): key {len, buf}, value {len, buf}
-//   bytes: a key once per chunk; a value unless it is that key's last value
-//          written in the chunk (labels such as a route repeat; a trace id
-//          does not)
-// Every pointer in a set points into the set's own chunk.
-//
-// Once the OpenTelemetry thread context is on (enableThreadContext), each
-// set's OTEP 4947 record follows its bytes in the same chunk, written by
-// lib/record.js as hooks mode writes it, and the store object's internal
-// field 1 points at it (field 0 stays Parca's record): readers of the
-// Node.js schema (otel_thread_ctx_nodejs_v1) walk the frame to the store
-// and read field 1.  A record is written whole before its store can be
-// current anywhere, and never changed: a set is never rewritten, and a new
-// span or label makes a new set.  A set written before records were on gets
-// its record the next time it is made current (attach()).
-//
-// Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
-// Each store object references its LabelSet (`set`), and the set its
-// chunk (`chunk`) and its store object back, so a chunk is freed only after
-// every store object and set in it is unreachable, from any frame, closure
-// or set.  One long-lived set pins its whole chunk: CHUNK is the
-// price of that against the cost of making chunks (bench/frame-rss.js).
-// Nothing is freed or reused by this file, and a worker's chunks go with
-// its isolate.
+// How each set's bytes, its record for Parca Agent and its OpenTelemetry
+// record are laid out and how long they live: lib/context/frame-sets.js.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 const { EMPTY, useWriter } = require('../labelset');
-const { LIMITS } = require('../checks');
-const { recordsOn, recordBytes, writeRecord } = require('../record');
-
-const CHUNK = 16 * 1024;
-const RECORD = 40;
-const SET = 24;
-const LABEL = 32;
-const TOKEN_LO = 0xfb5d7903;
-const TOKEN_HI = 0xec9eb507;
-const POOL = 64; // store objects made per native call (fill)
-const TWO32 = 4294967296;
-const MAX_KEY = LIMITS.maxKeyBytes;
-const MAX_VALUE = LIMITS.maxValueBytes;
-
-// Where each label's value is in the current chunk, and its length, for the
-// record to copy (lib/record.js).  Owner: this module; rewritten by each set.
-const valueAt = new Int32Array(LIMITS.maxLabels);
-const valueLength = new Int32Array(LIMITS.maxLabels);
+const { recordsOn } = require('../record');
+const sets = require('./frame-sets');
 
 // Why frame mode cannot run in this thread with `v8` (the companion, or
 // null and `missing`, why it did not load), or null when it can.  The probe
@@ -95,224 +51,15 @@ function unavailable(v8, missing) {
 }
 
 const storage = new AsyncLocalStorage();
+// The companion (customlabels-v8.node): the AsyncLocalStorage readers find, and V8's layout.
 let native = null;
-
-// The current chunk: its ArrayBuffer (which its sets reference),
-// views, base address in halves (the companion never gives a chunk that
-// straddles a 4 GiB line, so base + offset never carries into the high
-// half), the bump offset, and per key written in it where it is and where
-// its last value is.  The key cache's owner is the chunk: a new chunk
-// starts an empty one, bounded by what one chunk holds.
-let buf = null;
-let u32;
-let bytes;
-let lo = 0;
-let hi = 0;
-let off = 0;
-let keys = null;
-// The key entries the last set used, by label position: most sets have the
-// keys of the set before them in the same order (the same route, method,
-// trace_id...), and a key from an object literal is the same string each
-// time, so an identity test finds its entry without a lookup in `keys`.
-// Owned by the chunk, as `keys` is.
-let byPosition = [];
-// Store objects whose records are already placed in the current chunk,
-// from pool[next] on, the first record at poolAt.
-let pool = null;
-let next = POOL;
-let poolAt = 0;
-
-function newChunk() {
-  const [b, address] = native.chunk(CHUNK);
-  buf = b;
-  u32 = new Uint32Array(b);
-  bytes = Buffer.from(b);
-  lo = address % TWO32;
-  hi = (address - lo) / TWO32;
-  off = 0;
-  keys = new Map();
-  byPosition = [];
-  next = POOL; // the pool's records were in the old chunk
-}
-
-function refill() {
-  poolAt = off;
-  off += POOL * RECORD;
-  pool = native.fill(POOL, hi * TWO32 + lo + poolAt, RECORD);
-  next = 0;
-}
-
-// Room for a set of `n` labels whose strings may take `most` bytes,
-// with a record from the pool: a new chunk when it does not fit.
-function room(n, most, records) {
-  const need = SET + LABEL * n + most + 8 + (records ? recordBytes(n, most) + 4 : 0) +
-    (next === POOL ? POOL * RECORD : 0);
-  if (off + need > CHUNK) newChunk();
-  if (next === POOL) refill();
-}
-
-// Writes `s` at `at` as UTF-8 (a lone surrogate as U+FFFD, as
-// lib/abi.js writes it); returns its length in bytes.
-function writeString(s, at) {
-  return bytes.utf8Write(s, at, 3 * s.length);
-}
-
-// Writes set.kv's labels (checked, or within the limits if `ascii`) into
-// the current chunk and gives the set its store object.  With `ascii`,
-// returns false as soon as a string is not ASCII, having published nothing
-// (the record is written last): lib/labelset.js then checks the set in
-// UTF-8 bytes and has write() write it again.  The strings written before
-// that stay (giveUp): the key cache may point at them already.
-function write(set, ascii) {
-  const kv = set.kv;
-  const n = kv.length >> 1;
-  // No labels and no span of its own: no store, readers find nothing, as
-  // hooks mode publishes NULL.  (A span must stay current for
-  // customlabels/otel, so such a set gets a store of no labels.)
-  if (n === 0 && set.span === null) return true;
-  const records = recordsOn();
-  let most = 0;
-  for (let i = 0; i < kv.length; i++) most += 3 * kv[i].length;
-  room(n, most, records);
-  const at = off;
-  const storage = at + SET;
-  let p = storage + LABEL * n;
-  for (let i = 0; i < n; i++) {
-    const key = kv[2 * i];
-    const value = kv[2 * i + 1];
-    let k = byPosition[i];
-    if (k === undefined || k.key !== key) {
-      k = keys.get(key);
-      if (k === undefined) {
-        const len = writeString(key, p);
-        if (ascii && len !== key.length) return giveUp(p);
-        k = { key, at: p, len, value: undefined, vAt: 0, vLen: 0 };
-        keys.set(key, k);
-        p += len;
-      }
-      byPosition[i] = k;
-    }
-    if (value !== k.value) {
-      const vLen = writeString(value, p);
-      if (ascii && vLen !== value.length) return giveUp(p);
-      k.vLen = vLen;
-      k.vAt = p;
-      k.value = value;
-      p += vLen;
-    }
-    valueAt[i] = k.vAt;
-    valueLength[i] = k.vLen;
-    const l = (storage + LABEL * i) >> 2;
-    u32[l] = k.len;
-    u32[l + 1] = 0;
-    u32[l + 2] = lo + k.at;
-    u32[l + 3] = hi;
-    u32[l + 4] = k.vLen;
-    u32[l + 5] = 0;
-    u32[l + 6] = lo + k.vAt;
-    u32[l + 7] = hi;
-  }
-  const s = at >> 2;
-  u32[s] = lo + storage;
-  u32[s + 1] = hi;
-  u32[s + 2] = n;
-  u32[s + 3] = 0;
-  u32[s + 4] = n;
-  u32[s + 5] = 0;
-  off = (p + 7) & ~7;
-  const otel = records ? writeOtel(set, n) : 0;
-  // The record last: the set is complete before anything points at it.
-  // Its first 24 bytes are written too: a chunk is not zeroed (Node 24
-  // and later).
-  const r = (poolAt + next * RECORD) >> 2;
-  u32[r] = 0;
-  u32[r + 1] = 0;
-  u32[r + 2] = 0;
-  u32[r + 3] = 0;
-  u32[r + 4] = 0;
-  u32[r + 5] = 0;
-  u32[r + 6] = lo + at;
-  u32[r + 7] = hi;
-  u32[r + 8] = TOKEN_LO;
-  u32[r + 9] = TOKEN_HI;
-  // The store keeps the set, and the set its chunk (one property added to
-  // the store object rather than two).
-  const store = pool[next];
-  pool[next++] = undefined;
-  set.chunk = buf;
-  if (records) {
-    // The record is in the set's own chunk; store.otel says it has one.
-    store.otel = buf;
-    native.setOtel(store, otel);
-  }
-  set.store = store;
-  store.set = set;
-  return true;
-}
-
-// Writes the OTEP 4947 record of `set` (n labels whose values are at
-// valueAt/valueLength in the current chunk) at the current offset, which
-// room() left space for; returns its address.
-function writeOtel(set, n) {
-  const at = (off + 3) & ~3; // lib/record.js writes the header in 32-bit words
-  const end = writeRecord(bytes, u32, at, set, n, valueAt, valueLength);
-  off = (end + 7) & ~7;
-  return hi * TWO32 + lo + at;
-}
-
-// Gives a set written before records were on its record, in the current
-// chunk, which its store then keeps alive: the values again, then the
-// record, then internal field 1 (a reader sees NULL or the whole record).
-function attach(set) {
-  const store = set.store;
-  const kv = set.kv;
-  const n = kv.length >> 1;
-  let most = 0;
-  for (let i = 1; i < kv.length; i += 2) most += 3 * kv[i].length;
-  if (off + most + recordBytes(n, most) + 16 > CHUNK) newChunk();
-  let p = off;
-  for (let i = 0; i < n; i++) {
-    valueAt[i] = p;
-    valueLength[i] = writeString(kv[2 * i + 1], p);
-    p += valueLength[i];
-  }
-  off = p;
-  const otel = writeOtel(set, n);
-  store.otel = buf;
-  native.setOtel(store, otel);
-}
-
-// write() gave up on a set at `p`: the strings before p stay written, as
-// the key cache may already point at them, and the next set starts after.
-function giveUp(p) {
-  off = (p + 7) & ~7;
-  return false;
-}
-
-// The writer lib/labelset.js uses in frame mode: ascii takes the sets
-// within the limits in characters whose strings are all ASCII (so within
-// them in bytes); any writes a set already checked.
-const writer = {
-  ascii(set) {
-    const kv = set.kv;
-    for (let i = 0; i < kv.length; i += 2) {
-      const kl = kv[i].length;
-      if (kl === 0 || kl > MAX_KEY || kv[i + 1].length > MAX_VALUE) return false;
-    }
-    return write(set, true);
-  },
-  any(set) {
-    write(set, false);
-  },
-};
 
 // Turns frame mode on in this thread, with the companion `v8`: before any
 // set is made (lib/index.js).
 function start(v8) {
   native = v8;
   native.storeAls(storage);
-  newChunk();
-  useWriter(writer);
+  useWriter(sets.start(v8));
 }
 
 // The store object of `set` in the frame: undefined for a set with no
@@ -321,7 +68,7 @@ function start(v8) {
 function storeOf(set) {
   const store = set.store;
   if (store === null) return undefined;
-  if (recordsOn() && store.otel === undefined) attach(set);
+  if (recordsOn() && store.otel === undefined) sets.attach(set);
   return store;
 }
 
@@ -360,7 +107,7 @@ function current() {
 // For tests (lib/internals.js): `storage` is the AsyncLocalStorage whose
 // stores readers find in the frame.
 function state() {
-  return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, chunk: buf, chunkBytes: CHUNK };
+  return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, ...sets.chunkState() };
 }
 
 // The V8 layout the OpenTelemetry process context publishes for readers of
@@ -376,4 +123,4 @@ function otelLayout() {
   };
 }
 
-module.exports = { unavailable, start, run, enter, store, current, state, otelLayout, CHUNK, RECORD };
+module.exports = { unavailable, start, run, enter, store, current, state, otelLayout, CHUNK: sets.CHUNK, RECORD: sets.RECORD };
