@@ -61,9 +61,9 @@ function chooseMode(addon) {
   return 'frame';
 }
 
-// A copy loaded after another one in this thread hands out that one's API
-// (lib/copies.js).
-module.exports = copies.standing === 'delegate' ? copies.owner.exports : create();
+// A copy loaded after another one in this thread, or in another realm of
+// it, hands out that one's API (lib/copies.js).
+module.exports = copies.standing === 'delegate' ? copies.ownerApi() : create();
 
 function create() {
   const addon = require('./addon');
