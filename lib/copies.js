@@ -22,11 +22,13 @@
 // in the thread's principal realm, the one the thread started with, and is
 // registered on that realm's globalThis:
 // - node:vm's runInThisContext() runs its code in the principal realm's
-//   context whichever realm calls it (nodejs/node src/node_contextify.cc,
-//   ContextifyScript::RunInContext: with no contextified object, the
-//   environment's own context), so every realm finds the owner there.
-//   Test runners hand their realms Node's own core modules (jest-runtime's
-//   CoreModuleProvider, Vitest's CommonjsExecutor).
+//   context whichever realm calls it (nodejs/node src/node_contextify.cc at
+//   5d805a1d, ContextifyScript::RunInContext: given no contextified object,
+//   as runInThisContext gives it, it runs in env->context()), so every
+//   realm finds the owner there.  Test runners hand their realms Node's own
+//   node:vm: they substitute node:module (and Jest node:process), not the
+//   other core modules (jest-runtime 30's CoreModuleProvider; Vitest 4's
+//   CommonjsExecutor.requireCoreModule).
 // - A copy first loaded in another realm loads itself in the principal
 //   realm, through that realm's own require (process.getBuiltinModule,
 //   Node.js 20.16 and later), and hands out that copy's API.
