@@ -404,13 +404,14 @@ const char *const cld_otel_nodejs_keys[CLD_OTEL_NODEJS_KEYS] = {
 };
 
 /* A layout key of the Node.js schema: kept if its value is an integer that
- * fits 32 bits (a reader checks the values before it walks). */
+ * fits 32 bits (thread.c checks the values before it walks with them). */
 static void decode_nodejs_key(cld_otel_ctx_t *ctx, size_t i, const cld_pb_field_t *value) {
   cld_pb_field_t any;
   if (value->bytes == NULL || !cld_otel_any_value(value->bytes, value->len, &any) || any.number != ANY_INT ||
       any.value > UINT32_MAX) {
     ctx_warn(ctx, "%s is not an integer of 32 bits; frame mode's records cannot be walked with it",
              cld_otel_nodejs_keys[i]);
+    ctx->nodejs_keys &= ~(1u << i); /* not even an earlier value of it is trusted */
     return;
   }
   ctx->nodejs_layout[i] = (uint32_t)any.value;

@@ -721,7 +721,9 @@ describe('customlabels-dump', function () {
       let changing = 0;
       for (const line of jsonLines(r.stdout)) {
         if (line.error) {
-          assert.match(line.error, /changed while it was read/, JSON.stringify(line));
+          // A set that kept changing is read with the thread stopped; only a
+          // thread that could not be stopped is left unread.
+          assert.match(line.error, /changed while it was read|^cannot stop the thread/, JSON.stringify(line));
           changing += line.samples;
           continue;
         }
