@@ -72,11 +72,19 @@ async function sampleChurn(env) {
   assert.ok(count.total >= 300, what);
   // At most 1 % of the thread's samples could not be read.
   assert.ok(count.dropped <= 0.01 * count.total, what);
-  // "a" takes about a quarter of the time inside a or b: the samples say so.
+  // "a" takes about a quarter of the time inside a or b: the samples say
+  // so.  A set is published during part of withLabels' own work, so its
+  // true share lies between its share of the callbacks' time and of the
+  // whole calls' time; the samples must fall there, give or take their
+  // statistical error (some 0.02 at this count: three times that).
   assert.ok(count.a + count.b >= 0.3 * count.total, what);
   const sampled = count.a / (count.a + count.b);
-  const spent = work.a / (work.a + work.b);
-  assert.ok(Math.abs(sampled - spent) <= 0.08, `share of a: sampled ${sampled.toFixed(3)}, spent ${spent.toFixed(3)}; ${what}`);
+  const inCallback = work.a / (work.a + work.b);
+  const inCall = work.aCall / (work.aCall + work.bCall);
+  const low = Math.min(inCallback, inCall) - 0.06;
+  const high = Math.max(inCallback, inCall) + 0.06;
+  assert.ok(sampled >= low && sampled <= high,
+    `share of a: sampled ${sampled.toFixed(3)}, spent ${inCallback.toFixed(3)} in the callback, ${inCall.toFixed(3)} in the call; ${what}`);
 }
 
 describe(`customlabels-dump --sample over sets that switch every few microseconds, on Node ${process.versions.node}`, function () {
