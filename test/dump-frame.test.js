@@ -130,4 +130,23 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
       assert.ok(e.errors <= 0.2 * e.total, `${t}: ${JSON.stringify(e)}`);
     }
   });
+  it('--sample with the OpenTelemetry thread context on: each sample\'s record is the one of its set, read from the store object', async function () {
+    const { pid, roles } = await start('spin-otel');
+    const out = await dump(['--sample', '200', '--duration', '1', String(pid)]);
+    assert.match(out.stdout, /^OpenTelemetry thread context from frame mode's store objects \(schema nodejs_v1_dev\)/m);
+    const rows = jsonLines((await dump(['--json', '--sample', '200', '--duration', '2', String(pid)])).stdout).filter((r) => r.tid !== undefined);
+    let withRecord = 0;
+    let total = 0;
+    for (const r of rows) {
+      const t = THREADS.find((n) => roles[n] === r.tid);
+      if (!t) continue;
+      total += r.samples;
+      if (!r.labels) continue;
+      // The record of the very set counted: same labels, never another's.
+      assert.ok(r.otel && r.otel.attrs, JSON.stringify(r));
+      assert.deepEqual(r.otel.attrs, r.labels, JSON.stringify(r));
+      withRecord += r.samples;
+    }
+    assert.ok(withRecord >= 0.5 * total && total >= 60, `${withRecord} of ${total}`);
+  });
 });
