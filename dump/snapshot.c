@@ -204,7 +204,7 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
       fputs(", \"otel_process_context\": ", stdout);
       cld_json_otel_ctx(stdout, ctx);
     }
-    if (otel && src->frame) json_otel_frame(src);
+    if ((otel && src->frame) || (!src->frame && src->why[0] != '\0')) json_otel_frame(src);
     fputs("}\n", stdout);
     return;
   }
@@ -245,7 +245,7 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
     fputs(" also exports otel_thread_ctx_v1, not read: no OpenTelemetry process context announces "
           "the thread context\n", stdout);
   }
-  if (otel && src->frame) text_otel_frame(p->pid, src);
+  if ((otel && src->frame) || (!src->frame && src->why[0] != '\0')) text_otel_frame(p->pid, src);
   if (show_ctx) cld_text_otel_ctx(stdout, p->pid, ctx);
   if (node->count > 0)
     printf("%7s  %-16s %-*s %s\n", "TID", "NAME", CLD_NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");

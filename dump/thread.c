@@ -104,7 +104,13 @@ void cld_otel_source_init(cld_otel_source_t *src, const cld_process_t *p, const 
   memset(src, 0, sizeof(*src));
   src->process = p;
   src->tls = p->has_otel ? &p->otel : NULL;
-  src->frame = p->has_nodejs && ctx->status == CLD_OTEL_CTX_OK && ctx->schema_kind == CLD_OTEL_SCHEMA_IS_NODEJS;
+  bool nodejs = ctx->status == CLD_OTEL_CTX_OK && ctx->schema_kind == CLD_OTEL_SCHEMA_IS_NODEJS;
+  src->frame = nodejs && p->has_nodejs;
+  if (nodejs && !p->has_nodejs)
+    snprintf(src->why, sizeof(src->why),
+             "the process context names %s, but no module that exports the Custom Label ABI exports "
+             "otel_thread_ctx_nodejs_v1: frame mode's records are not read",
+             CLD_OTEL_SCHEMA_NODEJS);
   if (!src->frame) return;
   unsigned all = (1u << CLD_OTEL_NODEJS_KEYS) - 1;
   if (ctx->nodejs_keys == all) {

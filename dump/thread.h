@@ -49,6 +49,8 @@ typedef struct {
   const cld_target_t *tls;    /* otel_thread_ctx_v1, or NULL */
   bool frame;                 /* the schema is nodejs_v1_dev and the process exports otel_thread_ctx_nodejs_v1 */
   bool walk_ok;               /* `walk` can be walked; else `why` says why not */
+  /* why: also set, with frame false, when the process context names
+   * nodejs_v1_dev and there is no otel_thread_ctx_nodejs_v1 to walk from */
   bool from_keys;             /* `walk` is the process context's layout keys, else the companion's offsets */
   cld_frame_walk_t walk;
   char why[192];
