@@ -69,7 +69,7 @@ async function sampleChurn(env) {
   const what = `${JSON.stringify(count)}, work ${JSON.stringify(work)}, errors ${JSON.stringify([...errors])}`;
   // The sets really switched every few microseconds.
   assert.ok(work.meanSetNs > 0 && work.meanSetNs < 20000, what);
-  assert.ok(count.total >= 300, what);
+  assert.ok(count.total >= 200, what);
   // At most 1 % of the thread's samples could not be read.
   assert.ok(count.dropped <= 0.01 * count.total, what);
   // "a" takes about a quarter of the time inside a or b: the samples say
