@@ -12,7 +12,10 @@
  * running one consistently, tally.c counts, report.c prints.
  *
  * A thread is stopped once, the first time it is sampled, to learn its
- * thread pointer; after that it is read without stopping it.  Record
+ * thread pointer; after that it is read without stopping it, unless its
+ * set changes under every such read (code that switches sets every few
+ * microseconds): that sample is then read with the thread stopped, so that
+ * such code is not left out of the shares.  Record
  * attributes are kept by key index and named at the report, with the
  * process context read then: its key map only grows, so the last one names
  * every index seen.  Memory stays bounded: the thread and table caps, and

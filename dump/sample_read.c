@@ -7,7 +7,8 @@
  * publish a new set at the same address while we read.  So a read counts
  * only when two whole reads in a row, each between two reads of the
  * pointers that agree, give the same pointers and the same bytes; otherwise
- * it is read again.  The record is read the same way, in the same reads as
+ * it is read again, and after CLD_READ_ATTEMPTS the sampler reads the
+ * thread stopped (sample.c).  The record is read the same way, in the same reads as
  * the labels.
  */
 #include <string.h>
