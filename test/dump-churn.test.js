@@ -67,8 +67,10 @@ async function sampleChurn(env) {
     }
   }
   const what = `${JSON.stringify(count)}, work ${JSON.stringify(work)}, errors ${JSON.stringify([...errors])}`;
-  // The sets really switched every few microseconds.
-  assert.ok(work.meanSetNs > 0 && work.meanSetNs < 20000, what);
+  // The sets really switched every few microseconds (a few more where the
+  // addon is built with sanitizers): faster than a read of the running
+  // thread, a few dozen system calls, can keep up with.
+  assert.ok(work.meanSetNs > 0 && work.meanSetNs < 50000, what);
   assert.ok(count.total >= 200, what);
   // At most 1 % of the thread's samples could not be read.
   assert.ok(count.dropped <= 0.01 * count.total, what);
