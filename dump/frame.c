@@ -60,8 +60,26 @@ static cld_frame_status_t broken(char *why, size_t why_size, const char *what) {
   return CLD_FRAME_ERROR;
 }
 
-cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t nodejs,
-                                  uint64_t *word_address, char *why, size_t why_size) {
+cld_frame_walk_t cld_frame_walk_of(const cld_v8_layout_t *l, uint32_t field_offset) {
+  return (cld_frame_walk_t){.tagged_size = l->tagged_size, .js_map_table_offset = l->js_map_table_offset,
+                            .ordered_hash_map_header_size = l->ordered_hash_map_header_size,
+                            .field_offset = field_offset};
+}
+
+bool cld_frame_walk_usable(const cld_frame_walk_t *w, char *why, size_t why_size) {
+  const char *bad = NULL;
+  if (w->tagged_size != 8) bad = "the tagged size is not 8 (pointer compression is not supported)";
+  else if (w->js_map_table_offset == 0 || w->js_map_table_offset > MAX_OFFSET ||
+           w->ordered_hash_map_header_size == 0 || w->ordered_hash_map_header_size > MAX_OFFSET ||
+           w->field_offset == 0 || w->field_offset > MAX_OFFSET || w->field_offset % 8 != 0)
+    bad = "an offset is 0, unaligned or out of range";
+  if (bad == NULL) return true;
+  snprintf(why, why_size, "%s", bad);
+  return false;
+}
+
+cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_t nodejs,
+                                   uint64_t *field_address, char *why, size_t why_size) {
   /* The discovery struct: cped_slot @0, als_handle @8, hash @16, undefined @24. */
   uint64_t d[4];
   int e = cld_mem_read(pid, nodejs, d, sizeof(d));
@@ -73,7 +91,7 @@ cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t 
   uint64_t cped_slot = d[0], als_handle = d[1], undefined = d[3];
   int32_t hash = (int32_t)(uint32_t)d[2];
   if (cped_slot == 0) return CLD_FRAME_OFF; /* the writer's gate: written last, cleared first */
-  if (l == NULL)
+  if (w == NULL)
     return broken(why, why_size,
                   "the thread publishes in frame mode, but no mapped customlabels-v8 module exports "
                   "a usable custom_labels_v8_layout");
@@ -83,20 +101,21 @@ cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t 
   if (frame == undefined) return none(why, why_size, "frame: no async context");
   if (!is_heap_object(frame)) return broken(why, why_size, "the CPED slot holds no object");
   if (!word(pid, als_handle, &als, "the AsyncLocalStorage handle", why, why_size)) return CLD_FRAME_ERROR;
-  if (!word(pid, frame - 1 + l->js_map_table_offset, &table, "the frame's table", why, why_size))
+  if (!word(pid, frame - 1 + w->js_map_table_offset, &table, "the frame's table", why, why_size))
     return CLD_FRAME_ERROR;
   if (!is_heap_object(table)) return broken(why, why_size, "the frame is not a JSMap (its table is no object)");
-  uint64_t counts = table - 1 + l->ordered_hash_map_header_size;
+  uint64_t tagged = w->tagged_size, entry_size = 3 * tagged;
+  uint64_t counts = table - 1 + w->ordered_hash_map_header_size;
   uint64_t nb;
-  if (!word(pid, counts + 2 * l->tagged_size, &nb, "the bucket count", why, why_size)) return CLD_FRAME_ERROR;
+  if (!word(pid, counts + 2 * tagged, &nb, "the bucket count", why, why_size)) return CLD_FRAME_ERROR;
   if (!is_smi(nb)) return broken(why, why_size, "the bucket count is not a Smi");
   int32_t buckets = smi_value(nb);
   if (buckets <= 0 || (uint32_t)buckets > MAX_BUCKETS || (buckets & (buckets - 1)) != 0)
     return broken(why, why_size, "the bucket count is not a power of two up to 2^24");
-  uint64_t first_bucket = counts + 3 * (uint64_t)l->tagged_size;
-  uint64_t first_entry = first_bucket + (uint64_t)buckets * l->tagged_size;
+  uint64_t first_bucket = counts + 3 * tagged;
+  uint64_t first_entry = first_bucket + (uint64_t)buckets * tagged;
   uint64_t index;
-  if (!word(pid, first_bucket + (uint64_t)((uint32_t)hash & (uint32_t)(buckets - 1)) * l->tagged_size, &index,
+  if (!word(pid, first_bucket + (uint64_t)((uint32_t)hash & (uint32_t)(buckets - 1)) * tagged, &index,
             "a bucket head", why, why_size))
     return CLD_FRAME_ERROR;
   uint64_t value = 0;
@@ -106,7 +125,7 @@ cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t 
     int32_t i = smi_value(index);
     if (i < 0) break;
     uint64_t entry[3];
-    uint64_t at = first_entry + (uint64_t)i * l->entry_size;
+    uint64_t at = first_entry + (uint64_t)i * entry_size;
     e = cld_mem_read(pid, at, entry, sizeof(entry));
     if (e != 0) {
       snprintf(why, why_size, "frame: cannot read a table entry at 0x%" PRIx64 ": %s", at, strerror(e));
@@ -120,9 +139,19 @@ cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t 
   }
   if (!found) return none(why, why_size, "frame: no labels in the current async context");
   if (value == undefined || !is_heap_object(value)) return none(why, why_size, "frame: no label set stored");
+  *field_address = value - 1 + w->field_offset;
+  return CLD_FRAME_SET;
+}
+
+cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t nodejs,
+                                  uint64_t *word_address, char *why, size_t why_size) {
+  cld_frame_walk_t walk;
+  if (l != NULL) walk = cld_frame_walk_of(l, l->record_field_offset);
+  uint64_t field;
+  cld_frame_status_t status = cld_frame_field(pid, l != NULL ? &walk : NULL, nodejs, &field, why, why_size);
+  if (status != CLD_FRAME_SET) return status;
   uint64_t record, token;
-  if (!word(pid, value - 1 + l->record_field_offset, &record, "the store's internal field", why, why_size))
-    return CLD_FRAME_ERROR;
+  if (!word(pid, field, &record, "the store's internal field", why, why_size)) return CLD_FRAME_ERROR;
   if (record == 0) return none(why, why_size, "frame: the store holds no record");
   if (!word(pid, record + l->token_offset, &token, "the record's token", why, why_size)) return CLD_FRAME_ERROR;
   if (token != l->token) return none(why, why_size, "frame: the store is not a label set (token differs)");

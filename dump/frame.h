@@ -43,6 +43,31 @@ typedef enum {
   CLD_FRAME_ERROR    /* a read failed or a check did not hold; `why` says which */
 } cld_frame_status_t;
 
+/* What a walk from otel_thread_ctx_nodejs_v1 to a store object's field
+ * needs: the companion's layout (labels), or the process context's layout
+ * keys (OpenTelemetry records, schema nodejs_v1_dev). */
+typedef struct {
+  uint32_t tagged_size;
+  uint32_t js_map_table_offset;
+  uint32_t ordered_hash_map_header_size;
+  uint32_t field_offset;            /* of the store object's field, from its tagged pointer - 1 */
+} cld_frame_walk_t;
+
+/* The walk of `layout`'s offsets to the store's field at `field_offset`. */
+cld_frame_walk_t cld_frame_walk_of(const cld_v8_layout_t *layout, uint32_t field_offset);
+/* Whether this reader can walk with `walk`; `why` says why not. */
+bool cld_frame_walk_usable(const cld_frame_walk_t *walk, char *why, size_t why_size);
+
+/*
+ * Walks from the thread's otel_thread_ctx_nodejs_v1 (at `nodejs`) to the
+ * store object of its AsyncLocalStorage in the current frame, and sets
+ * *field_address to the address of the store's field at
+ * walk->field_offset (CLD_FRAME_SET).  `walk` may be NULL (nothing to walk
+ * with): frame mode is then reported as an error.
+ */
+cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *walk, uint64_t nodejs,
+                                   uint64_t *field_address, char *why, size_t why_size);
+
 /*
  * Walks from the thread's otel_thread_ctx_nodejs_v1 (at `nodejs`) to the
  * word that holds its label set pointer: CPED slot, the frame (a JSMap),

@@ -170,6 +170,8 @@ static void ctx_fail(cld_otel_ctx_t *ctx, cld_otel_ctx_status_t status, const ch
 /* Forgets what was decoded, keeping the payload. */
 static void ctx_clear_decoded(cld_otel_ctx_t *ctx) {
   ctx->has_schema = false;
+  ctx->schema_kind = CLD_OTEL_SCHEMA_UNNAMED;
+  ctx->nodejs_keys = 0;
   ctx->has_key_map = false;
   ctx->nkeys = 0;
   ctx->nresource = 0;
@@ -357,7 +359,10 @@ void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx) {
 }
 
 bool cld_otel_in_use(const cld_process_t *p, const cld_otel_ctx_t *ctx) {
-  return p->has_otel && (!p->has_labels || ctx->status != CLD_OTEL_CTX_NONE);
+  /* Frame mode's records are reached from otel_thread_ctx_nodejs_v1, when
+   * the process context names that schema (thread.c). */
+  bool nodejs = p->has_nodejs && ctx->status == CLD_OTEL_CTX_OK && ctx->schema_kind == CLD_OTEL_SCHEMA_IS_NODEJS;
+  return (p->has_otel || nodejs) && (!p->has_labels || ctx->status != CLD_OTEL_CTX_NONE);
 }
 
 size_t cld_otel_ctx_nkeys(const cld_otel_ctx_t *ctx) {
@@ -390,6 +395,32 @@ enum {
 
 static const char SCHEMA_KEY[] = "threadlocal.schema_version";
 static const char KEY_MAP_KEY[] = "threadlocal.attribute_key_map";
+
+const char *const cld_otel_nodejs_keys[CLD_OTEL_NODEJS_KEYS] = {
+    "threadlocal.js_object_record_offset",
+    "threadlocal.tagged_size",
+    "threadlocal.js_map_table_offset",
+    "threadlocal.ordered_hash_map_header_size",
+};
+
+/* A layout key of the Node.js schema: kept if its value is an integer that
+ * fits 32 bits (thread.c checks the values before it walks with them). */
+static void decode_nodejs_key(cld_otel_ctx_t *ctx, size_t i, const cld_pb_field_t *value) {
+  cld_pb_field_t any;
+  if (value->bytes == NULL || !cld_otel_any_value(value->bytes, value->len, &any) || any.number != ANY_INT ||
+      any.value > UINT32_MAX) {
+    ctx_warn(ctx, "%s is not an integer of 32 bits; frame mode's records cannot be walked with it",
+             cld_otel_nodejs_keys[i]);
+    ctx->nodejs_keys &= ~(1u << i); /* not even an earlier value of it is trusted */
+    return;
+  }
+  ctx->nodejs_layout[i] = (uint32_t)any.value;
+  ctx->nodejs_keys |= 1u << i;
+}
+
+static bool schema_is(const cld_otel_ctx_t *ctx, const char *name) {
+  return ctx->schema.len == strlen(name) && memcmp(ctx->payload + ctx->schema.off, name, ctx->schema.len) == 0;
+}
 
 bool cld_otel_any_value(const unsigned char *bytes, size_t len, cld_pb_field_t *value) {
   memset(value, 0, sizeof(*value));
@@ -564,6 +595,10 @@ bool cld_otel_ctx_decode(cld_otel_ctx_t *ctx) {
         saw_key_map = true;
         decode_key_map(ctx, &value);
       } else {
+        for (size_t i = 0; i < CLD_OTEL_NODEJS_KEYS; i++)
+          if (key_is(&key, cld_otel_nodejs_keys[i], strlen(cld_otel_nodejs_keys[i])))
+            decode_nodejs_key(ctx, i, &value);
+        /* Shown with the others too, as the process publishes them. */
         keep_attribute(ctx, ctx->attributes, &ctx->nattributes, &dropped, &key, &value);
       }
     }
@@ -572,10 +607,14 @@ bool cld_otel_ctx_decode(cld_otel_ctx_t *ctx) {
 
   if (!ctx->has_schema) {
     ctx_warn(ctx, "no string %s: the records may not be in the %s layout", SCHEMA_KEY, CLD_OTEL_SCHEMA);
-  } else if (!(ctx->schema.len == sizeof(CLD_OTEL_SCHEMA) - 1 &&
-               memcmp(ctx->payload + ctx->schema.off, CLD_OTEL_SCHEMA, ctx->schema.len) == 0)) {
-    ctx_warn(ctx, "%s is not %s: the records may not be in the layout this reader knows", SCHEMA_KEY,
-             CLD_OTEL_SCHEMA);
+  } else if (schema_is(ctx, CLD_OTEL_SCHEMA)) {
+    ctx->schema_kind = CLD_OTEL_SCHEMA_TLSDESC;
+  } else if (schema_is(ctx, CLD_OTEL_SCHEMA_NODEJS)) {
+    ctx->schema_kind = CLD_OTEL_SCHEMA_IS_NODEJS;
+  } else {
+    ctx->schema_kind = CLD_OTEL_SCHEMA_OTHER;
+    ctx_warn(ctx, "%s is neither %s nor %s: the records may not be in a layout this reader knows", SCHEMA_KEY,
+             CLD_OTEL_SCHEMA, CLD_OTEL_SCHEMA_NODEJS);
   }
   if (!saw_key_map) ctx_warn(ctx, "no %s: record attributes cannot be named", KEY_MAP_KEY);
   if (dropped > 0)

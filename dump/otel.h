@@ -26,6 +26,14 @@
 #define CLD_OTEL_MAX_WARNINGS 4
 /* The record layout this reader knows, as threadlocal.schema_version names it. */
 #define CLD_OTEL_SCHEMA "tlsdesc_v1_dev"
+/*
+ * The same records reached another way: through V8's AsyncContextFrame
+ * from otel_thread_ctx_nodejs_v1, to a field of the store object (the
+ * OpenTelemetry Node.js thread context; open-telemetry/opentelemetry-ebpf-
+ * profiler PR #1861, design-docs/01861-nodejs-thread-context).  The
+ * process context may name the walk's V8 offsets (CLD_OTEL_NODEJS_KEYS).
+ */
+#define CLD_OTEL_SCHEMA_NODEJS "nodejs_v1_dev"
 
 /* One attribute of a record: bytes in cld_otel_record_t.attrs_data. */
 typedef struct {
@@ -74,6 +82,18 @@ void cld_otel_record_read(pid_t pid, uint64_t variable, size_t nkeys, cld_otel_r
 void cld_otel_record_decode(cld_otel_record_t *r, size_t nkeys);
 /* Whether both trace-id and span-id are all zero: a record without a span. */
 bool cld_otel_record_no_span(const cld_otel_record_t *r);
+/* Which record layout the process context names. */
+typedef enum {
+  CLD_OTEL_SCHEMA_UNNAMED = 0, /* no threadlocal.schema_version string */
+  CLD_OTEL_SCHEMA_TLSDESC,     /* tlsdesc_v1_dev: otel_thread_ctx_v1 points at the record */
+  CLD_OTEL_SCHEMA_IS_NODEJS,   /* nodejs_v1_dev: a store object's field points at it */
+  CLD_OTEL_SCHEMA_OTHER        /* one this reader does not know */
+} cld_otel_schema_t;
+
+/* The layout keys of the Node.js schema, in cld_otel_ctx_t.nodejs_layout's order. */
+#define CLD_OTEL_NODEJS_KEYS 4
+extern const char *const cld_otel_nodejs_keys[CLD_OTEL_NODEJS_KEYS];
+
 /* Bytes of a process context's payload. */
 typedef struct {
   uint32_t off, len;
@@ -109,6 +129,12 @@ typedef struct {
   /* Decoded, as spans of `payload`: */
   bool has_schema;              /* threadlocal.schema_version, a string */
   cld_span_t schema;
+  cld_otel_schema_t schema_kind;
+  /* The Node.js schema's V8 layout, threadlocal.js_object_record_offset,
+   * tagged_size, js_map_table_offset, ordered_hash_map_header_size (in that
+   * order): which were given as integers, and their values. */
+  unsigned nodejs_keys;         /* bit i: nodejs_layout[i] was given */
+  uint32_t nodejs_layout[4];
   bool has_key_map;             /* threadlocal.attribute_key_map, strings */
   size_t nkeys;
   cld_span_t keys[CLD_OTEL_MAX_KEYS];

@@ -112,8 +112,12 @@ static int text_report(const cld_report_t *rp, parts_t *parts, cld_error_t *err)
     fputc('\n', stdout);
   }
   if (parts->record != NULL) {
+    /* Frame mode's records hang off the store objects (thread.h). */
+    bool frame = p->has_nodejs && rp->ctx->schema_kind == CLD_OTEL_SCHEMA_IS_NODEJS;
     fputs("OpenTelemetry thread context from ", stdout);
-    cld_text_plain(stdout, p->otel.path);
+    if (frame) fputs("frame mode's store objects (schema " CLD_OTEL_SCHEMA_NODEJS ")", stdout);
+    if (frame && p->has_otel) fputs(" and ", stdout);
+    if (p->has_otel) cld_text_plain(stdout, p->otel.path);
     fprintf(stdout, "; attributes named by the key map of %zu keys\n", cld_otel_ctx_nkeys(rp->ctx));
   }
   size_t n;

@@ -12,7 +12,10 @@
  * running one consistently, tally.c counts, report.c prints.
  *
  * A thread is stopped once, the first time it is sampled, to learn its
- * thread pointer; after that it is read without stopping it.  Record
+ * thread pointer; after that it is read without stopping it, unless its
+ * set changes under every such read (code that switches sets every few
+ * microseconds): that sample is then read with the thread stopped, so that
+ * such code is not left out of the shares.  Record
  * attributes are kept by key index and named at the report, with the
  * process context read then: its key map only grows, so the last one names
  * every index seen.  Memory stays bounded: the thread and table caps, and
@@ -89,34 +92,50 @@ static void node_id_of(sampler_t *s, cld_sampled_thread_t *th) {
   th->have_node = cld_node_thread_id(&s->node, th->tid, &th->node_id);
 }
 
+/*
+ * Reads the thread while it is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT),
+ * as an interrupting profiler does: the first sample of a thread, which
+ * learns its thread pointer, and a sample whose reads of the running
+ * thread kept changing (sample_read.c).  False if it could not be taken at
+ * all (the thread is gone, or the stop was refused: that ends sampling).
+ */
+static bool read_stopped(sampler_t *s, cld_sampled_thread_t *th) {
+  cld_stop_t stop;
+  int errnum;
+  cld_stop_status_t status = cld_thread_stop(th->tid, &stop, SAMPLE_STOP_TIMEOUT_MS, &errnum);
+  if (status == CLD_STOP_GONE) return false;
+  if (status == CLD_STOP_EPERM || status == CLD_STOP_EBUSY) {
+    s->refused = status;
+    s->refused_tid = th->tid;
+    return false;
+  }
+  if (status != CLD_STOP_OK) {
+    unread(s, "cannot stop the thread to read it: %s",
+           status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
+    return true;
+  }
+  int e = 0;
+  if (!th->have_tp) {
+    e = cld_thread_pointer(th->tid, &th->tp);
+    th->have_tp = e == 0;
+  }
+  /* Both read while it stands still, so they agree. */
+  cld_labels_t *l = s->reading.labels;
+  cld_otel_record_t *r = s->reading.record;
+  if (e == 0 && l != NULL) cld_read_labels(s->process, th->tp, l);
+  if (e == 0 && r != NULL) cld_read_otel(&s->reading.otel, th->tp, CLD_ALL_KEYS, r);
+  cld_thread_resume(&stop);
+  if (e != 0) unread(s, "cannot read the thread pointer: %s", strerror(e));
+  return true;
+}
+
 /* One sample of a running thread; false if it could not be taken at all. */
 static bool sample_thread(sampler_t *s, cld_sampled_thread_t *th) {
-  if (!th->have_tp) {
-    cld_stop_t stop;
-    int errnum;
-    cld_stop_status_t status = cld_thread_stop(th->tid, &stop, SAMPLE_STOP_TIMEOUT_MS, &errnum);
-    if (status == CLD_STOP_GONE) return false;
-    if (status == CLD_STOP_EPERM || status == CLD_STOP_EBUSY) {
-      s->refused = status;
-      s->refused_tid = th->tid;
-      return false;
-    }
-    if (status == CLD_STOP_OK) {
-      int e = cld_thread_pointer(th->tid, &th->tp);
-      th->have_tp = e == 0;
-      /* Read while it is stopped, like a profiler's first sample. */
-      cld_labels_t *l = s->reading.labels;
-      cld_otel_record_t *r = s->reading.record;
-      if (e == 0 && l != NULL) cld_read_labels(s->process, th->tp, l);
-      if (e == 0 && r != NULL) cld_read_thread_otel(&s->process->otel, th->tp, CLD_ALL_KEYS, r);
-      cld_thread_resume(&stop);
-      if (e != 0) unread(s, "cannot read the thread pointer: %s", strerror(e));
-    } else {
-      unread(s, "cannot stop the thread to find its thread pointer: %s",
-             status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
-    }
-  } else {
-    cld_read_running(&s->reading, th->tp);
+  if (!th->have_tp || !cld_read_running(&s->reading, th->tp)) {
+    /* A set that changed under every read of the running thread is read
+     * with the thread stopped: dropping it would bias the shares against
+     * the code that switches sets fastest. */
+    if (!read_stopped(s, th)) return false;
   }
   if (!th->have_name) {
     cld_thread_name(s->process->pid, th->tid, th->name, sizeof(th->name));
@@ -237,6 +256,7 @@ int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_
   s.spare_ctx = calloc(1, sizeof(*s.spare_ctx));
   ok = ok && s.ctx != NULL && s.spare_ctx != NULL;
   if (ok) read_ctx(&s);
+  if (ok) cld_otel_source_init(&rd->otel, p, s.ctx);
   /* Records are read if they are when sampling starts (cld_otel_in_use). */
   if (ok && cld_otel_in_use(p, s.ctx)) {
     rd->record = malloc(sizeof(*rd->record));

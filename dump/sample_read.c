@@ -7,7 +7,8 @@
  * publish a new set at the same address while we read.  So a read counts
  * only when two whole reads in a row, each between two reads of the
  * pointers that agree, give the same pointers and the same bytes; otherwise
- * it is read again.  The record is read the same way, in the same reads as
+ * it is read again, and after CLD_READ_ATTEMPTS the sampler reads the
+ * thread stopped (sample.c).  The record is read the same way, in the same reads as
  * the labels.
  */
 #include <string.h>
@@ -25,14 +26,13 @@ static uint64_t record_pointer(const cld_otel_record_t *r) {
   return r->is_null ? 0 : r->address;
 }
 
-/* Whether the variable still holds `pointer`; true when there is nothing
- * to compare (no variable for this thread yet, or it cannot be read). */
-static bool unchanged(const cld_target_t *t, uint64_t tp, uint64_t pointer) {
-  uint64_t variable, now;
-  char why[192];
-  if (cld_variable_address(t, tp, &variable, why, sizeof(why)) != CLD_VAR_OK) return true;
-  if (cld_mem_read_u64(t->pid, variable, &now) != 0) return true;
-  return now == pointer;
+/* Whether the thread still points at the record `rec` was read from; true
+ * when that cannot be told (no variable for this thread yet, or it cannot
+ * be read).  In frame mode this walks the frame again. */
+static bool record_unchanged(const cld_otel_source_t *src, uint64_t tp, const cld_otel_record_t *rec) {
+  uint64_t now;
+  if (!cld_otel_pointer(src, tp, &now)) return true;
+  return now == record_pointer(rec);
 }
 
 /* Whether the thread still publishes the set `l` was read from, by the same
@@ -62,13 +62,12 @@ static bool labels_stable(const cld_reading_t *r, uint64_t tp) {
 
 /* One consistent read of the record into r->record, or false. */
 static bool record_stable(const cld_reading_t *r, uint64_t tp) {
-  const cld_target_t *t = &r->process->otel;
   cld_otel_record_t *rec = r->record, *check = r->check_record;
-  cld_read_thread_otel(t, tp, CLD_ALL_KEYS, rec);
-  if (!unchanged(t, tp, record_pointer(rec))) return false;
+  cld_read_otel(&r->otel, tp, CLD_ALL_KEYS, rec);
+  if (!record_unchanged(&r->otel, tp, rec)) return false;
   if (rec->is_null) return true;
-  cld_read_thread_otel(t, tp, CLD_ALL_KEYS, check);
-  if (!unchanged(t, tp, record_pointer(rec)) || record_pointer(check) != record_pointer(rec)) return false;
+  cld_read_otel(&r->otel, tp, CLD_ALL_KEYS, check);
+  if (!record_unchanged(&r->otel, tp, rec) || record_pointer(check) != record_pointer(rec)) return false;
   size_t n = cld_key_record(rec, r->key);
   return cld_key_record(check, r->check_key) == n && memcmp(r->key, r->check_key, n) == 0;
 }
@@ -78,15 +77,14 @@ static bool record_stable(const cld_reading_t *r, uint64_t tp) {
  * that a thread that switched both between the two parts is read again
  * rather than counted under a mix of the two.
  */
-void cld_read_running(const cld_reading_t *r, uint64_t tp) {
+bool cld_read_running(const cld_reading_t *r, uint64_t tp) {
   cld_labels_t *l = r->labels;
   cld_otel_record_t *rec = r->record;
   for (int attempt = 0; attempt < CLD_READ_ATTEMPTS; attempt++) {
     if (l != NULL && !labels_stable(r, tp)) continue;
     if (rec != NULL && !record_stable(r, tp)) continue;
     if (l != NULL && rec != NULL && !labels_unchanged(r->process, tp, l)) continue;
-    return;
+    return true;
   }
-  cld_unread(l, NULL, "the set changed while it was read, %d times in a row", CLD_READ_ATTEMPTS);
-  cld_unread(NULL, rec, "the record changed while it was read, %d times in a row", CLD_READ_ATTEMPTS);
+  return false;
 }

@@ -5,11 +5,13 @@
 #ifndef CLD_SAMPLE_READ_H
 #define CLD_SAMPLE_READ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "labels.h"
 #include "locate.h"
 #include "otel.h"
+#include "thread.h"
 
 /* Records are decoded for the biggest key map possible; the report names
  * their key indexes with the map it reads last. */
@@ -21,6 +23,7 @@
  * when its records are not read.  key and check_key hold CLD_KEY_MAX bytes. */
 typedef struct {
   const cld_process_t *process;
+  cld_otel_source_t otel;            /* where the records are (thread.h) */
   cld_labels_t *labels;              /* what was read */
   cld_otel_record_t *record;
   cld_labels_t *check;               /* the second read, to compare */
@@ -31,9 +34,9 @@ typedef struct {
 /*
  * Reads into r->labels and r->record the labels and record of the running
  * thread whose thread pointer is `tp`, each consistent on its own and both
- * under one labels pointer; after CLD_READ_ATTEMPTS reads that disagree,
- * marks them unreadable.
+ * under one labels pointer.  False after CLD_READ_ATTEMPTS reads that
+ * disagree: the caller then reads the thread stopped (sample.c).
  */
-void cld_read_running(const cld_reading_t *r, uint64_t tp);
+bool cld_read_running(const cld_reading_t *r, uint64_t tp);
 
 #endif

@@ -119,6 +119,7 @@ typedef struct {
   cld_otel_record_t *record; /* when it exports otel_thread_ctx_v1 */
   cld_otel_ctx_t *ctx;       /* the process context in use */
   cld_otel_ctx_t *spare;     /* for a refresh, made on first need */
+  cld_otel_source_t otel;    /* where the records are, by `ctx` */
   size_t refreshes;
   size_t printed_nkeys;      /* the key map's size as printed */
 } scratch_t;
@@ -152,11 +153,39 @@ static void refresh_ctx(pid_t pid, scratch_t *s) {
   cld_otel_ctx_t *old = s->ctx;
   s->ctx = s->spare;
   s->spare = old;
+  cld_otel_source_init(&s->otel, s->otel.process, s->ctx);
   cld_otel_record_decode(r, cld_otel_ctx_nkeys(s->ctx));
 }
 
+/* How frame mode's records are read (thread.h), for the header. */
+static void json_otel_frame(const cld_otel_source_t *src) {
+  fputs(", \"otel_frame\": {", stdout);
+  if (src->walk_ok) {
+    printf("\"record_field_offset\": %" PRIu32 ", \"layout\": \"%s\"}", src->walk.field_offset,
+           src->from_keys ? "process context" : "companion");
+  } else {
+    fputs("\"error\": ", stdout);
+    cld_json_string(stdout, (const unsigned char *)src->why, strlen(src->why));
+    fputc('}', stdout);
+  }
+}
+
+static void text_otel_frame(pid_t pid, const cld_otel_source_t *src) {
+  printf("process %d: ", (int)pid);
+  if (src->walk_ok) {
+    printf("frame mode's OpenTelemetry records (schema %s) read from the store's field at +%" PRIu32
+           ", walked with %s\n",
+           CLD_OTEL_SCHEMA_NODEJS, src->walk.field_offset,
+           src->from_keys ? "the process context's layout keys"
+                          : "the companion's V8 layout (the schema's internal field 0: the process context gives no layout keys)");
+  } else {
+    printf("%s\n", src->why);
+  }
+}
+
 static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p, bool otel,
-                         const cld_otel_ctx_t *ctx, const cld_node_threads_t *node) {
+                         const cld_otel_ctx_t *ctx, const cld_otel_source_t *src,
+                         const cld_node_threads_t *node) {
   bool show_ctx = otel || ctx->status != CLD_OTEL_CTX_NONE;
   /* Frame mode can be read: the discovery struct beside the ABI, and the
    * layout from the V8 companion.  Each thread's line says which it used. */
@@ -175,10 +204,11 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
       fputs(", \"otel_process_context\": ", stdout);
       cld_json_otel_ctx(stdout, ctx);
     }
+    if ((otel && src->frame) || (!src->frame && src->why[0] != '\0')) json_otel_frame(src);
     fputs("}\n", stdout);
     return;
   }
-  const cld_target_t *targets[] = {p->has_labels ? &p->labels : NULL, otel ? &p->otel : NULL};
+  const cld_target_t *targets[] = {p->has_labels ? &p->labels : NULL, otel && p->has_otel ? &p->otel : NULL};
   for (size_t i = 0; i < 2; i++) {
     const cld_target_t *t = targets[i];
     if (t == NULL) continue;
@@ -215,6 +245,7 @@ static void print_header(const cld_snapshot_options_t *o, const cld_process_t *p
     fputs(" also exports otel_thread_ctx_v1, not read: no OpenTelemetry process context announces "
           "the thread context\n", stdout);
   }
+  if ((otel && src->frame) || (!src->frame && src->why[0] != '\0')) text_otel_frame(p->pid, src);
   if (show_ctx) cld_text_otel_ctx(stdout, p->pid, ctx);
   if (node->count > 0)
     printf("%7s  %-16s %-*s %s\n", "TID", "NAME", CLD_NODE_COLUMN, "NODE", p->has_labels ? "LABELS" : "OTEL");
@@ -242,12 +273,13 @@ int cld_snapshot(const cld_process_t *p, const cld_snapshot_options_t *o, cld_er
     return cld_fail(err, CLD_EXIT_ERROR, "out of memory");
   }
   s.printed_nkeys = cld_otel_ctx_nkeys(s.ctx);
+  cld_otel_source_init(&s.otel, p, s.ctx);
   /* Owned here, freed below. */
   cld_node_threads_t node = {0};
   cld_node_threads_read(p->pid, &node);
   /* Nothing read is shown unless the process may still be read. */
   int result = cld_guard_check(o->guard, p->pid, err);
-  if (result == 0) print_header(o, p, otel, s.ctx, &node);
+  if (result == 0) print_header(o, p, otel, s.ctx, &s.otel, &node);
   size_t shown = 0;
   for (size_t i = 0; i < tasks.count && result == 0; i++) {
     if (cld_stop_requested()) break;
@@ -265,7 +297,7 @@ int cld_snapshot(const cld_process_t *p, const cld_snapshot_options_t *o, cld_er
         /* Both read while the thread stands still, so they agree. */
         if (e == 0 && s.labels != NULL) cld_read_labels(p, tp, s.labels);
         if (e == 0 && s.record != NULL)
-          cld_read_thread_otel(&p->otel, tp, cld_otel_ctx_nkeys(s.ctx), s.record);
+          cld_read_otel(&s.otel, tp, cld_otel_ctx_nkeys(s.ctx), s.record);
         cld_thread_resume(&stop);
         if (e != 0) unread(&s, "cannot read the thread pointer: %s", strerror(e));
         else refresh_ctx(p->pid, &s);

@@ -531,6 +531,14 @@ def otel_seeds():
     write('otel', 'payload', full)
     write('otel', 'payload-other-schema', process_context(resource, [], schema='tls_v1'))
     write('otel', 'payload-no-threadlocal', process_context(resource, [], schema=None, keys=None))
+    # Frame mode's schema with its V8 layout keys, and one key that is not an integer.
+    nodejs_layout = [('threadlocal.js_object_record_offset', any_int(40)), ('threadlocal.tagged_size', any_int(8)),
+                     ('threadlocal.js_map_table_offset', any_int(24)),
+                     ('threadlocal.ordered_hash_map_header_size', any_int(16))]
+    write('otel', 'payload-nodejs', process_context(resource, nodejs_layout, schema='nodejs_v1_dev'))
+    write('otel', 'payload-nodejs-bad-key',
+          process_context(resource, nodejs_layout + [('threadlocal.tagged_size', any_string('8'))],
+                          schema='nodejs_v1_dev'))
     write('otel', 'payload-300-keys', process_context([], [], keys=[f'k{i}' for i in range(300)]))
     write('otel', 'payload-key-map-not-strings',
           process_context([], [('threadlocal.attribute_key_map', any_array([any_string('a'), any_int(1)]))],

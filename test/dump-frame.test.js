@@ -74,6 +74,35 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
     for (const o of others) assert.equal(o.labels, null, `${o.name} ${o.tid}`);
   });
 
+  it('snapshot with the OpenTelemetry thread context on: reads each thread\'s record from its store object, at the offset the process context names, with no warning about the schema', async function () {
+    const { pid, roles } = await start('park-otel');
+    const lines = jsonLines((await dump(['--json', String(pid)])).stdout);
+    const header = lines.find((l) => l.tid === undefined);
+    const pc = header.otel_process_context;
+    assert.equal(pc.schema_version, 'nodejs_v1_dev', JSON.stringify(pc));
+    assert.equal(pc.warnings, undefined, JSON.stringify(pc));
+    // Walked with the layout the process context publishes, wherever that
+    // puts the record.
+    const offset = pc.attributes['threadlocal.js_object_record_offset'];
+    assert.ok(Number.isInteger(offset) && offset > 0, JSON.stringify(pc));
+    assert.deepEqual(header.otel_frame, { record_field_offset: offset, layout: 'process context' });
+    for (const t of THREADS) {
+      const l = lines.find((x) => x.tid === roles[t]);
+      assert.deepEqual(l.labels, { phase: 'parked', thread: t }, t);
+      assert.equal(l.via, 'frame', t);
+      // The record of the set the thread is in: its labels as attributes,
+      // no span.
+      assert.ok(l.otel !== null && typeof l.otel === 'object', `${t}: ${JSON.stringify(l)}`);
+      assert.equal(l.otel.error, undefined, `${t}: ${JSON.stringify(l.otel)}`);
+      assert.deepEqual(l.otel.attrs, { phase: 'parked', thread: t }, t);
+      assert.equal(l.otel.trace_id, null, t);
+    }
+    const text = (await dump([String(pid)])).stdout;
+    assert.doesNotMatch(text, /warning: threadlocal\.schema_version/);
+    assert.match(text, new RegExp(`frame mode's OpenTelemetry records \\(schema nodejs_v1_dev\\) read from the store's field at \\+${offset}, walked with the process context's layout keys`));
+    assert.match(text, new RegExp(`^\\s*${roles.main}\\s.*\\[frame\\] thread="main" phase="parked"\\n\\s+otel: \\(no span\\) flags=00 thread="main" phase="parked"$`, 'm'), text);
+  });
+
   it('--sample: running threads are counted under their own sets, read from the frame, never under a torn mix', async function () {
     const { pid, roles } = await start('spin');
     const rows = jsonLines((await dump(['--json', '--sample', '200', '--duration', '2', String(pid)])).stdout).filter((r) => r.tid !== undefined);
@@ -100,5 +129,24 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
       assert.ok(e.labelled >= 0.5 * e.total, `${t}: ${JSON.stringify(e)}`);
       assert.ok(e.errors <= 0.2 * e.total, `${t}: ${JSON.stringify(e)}`);
     }
+  });
+  it('--sample with the OpenTelemetry thread context on: each sample\'s record is the one of its set, read from the store object', async function () {
+    const { pid, roles } = await start('spin-otel');
+    const out = await dump(['--sample', '200', '--duration', '1', String(pid)]);
+    assert.match(out.stdout, /^OpenTelemetry thread context from frame mode's store objects \(schema nodejs_v1_dev\)/m);
+    const rows = jsonLines((await dump(['--json', '--sample', '200', '--duration', '2', String(pid)])).stdout).filter((r) => r.tid !== undefined);
+    let withRecord = 0;
+    let total = 0;
+    for (const r of rows) {
+      const t = THREADS.find((n) => roles[n] === r.tid);
+      if (!t) continue;
+      total += r.samples;
+      if (!r.labels) continue;
+      // The record of the very set counted: same labels, never another's.
+      assert.ok(r.otel && r.otel.attrs, JSON.stringify(r));
+      assert.deepEqual(r.otel.attrs, r.labels, JSON.stringify(r));
+      withRecord += r.samples;
+    }
+    assert.ok(withRecord >= 0.5 * total && total >= 60, `${withRecord} of ${total}`);
   });
 });
