@@ -107,7 +107,7 @@ function loadShared(own) {
       const binding = dlopen(file);
       if (layoutMismatch(binding.layout) === null) return { binding, file };
     } catch {
-      // an older release that does not load here: not shared
+      // an older release that does not load here, or has no layout: not shared
     }
   }
   return { binding: dlopen(own), file: own };
