@@ -1,6 +1,7 @@
 'use strict';
 // The addon loader: finds customlabels.node, loads it so that every copy of
-// the package shares one custom_labels_current_set, checks that it agrees
+// the package shares one custom_labels_current_set while no other library
+// binds to it (src/peers.c), checks that it agrees
 // with lib/ on the ABI's layout, and gives the rest of lib/ typed-array
 // views of the thread-locals it publishes through (the slot, Parca Agent's
 // place on aarch64, otel_thread_ctx_v1, and the process-wide word that says
@@ -23,10 +24,11 @@ const { LIMITS } = require('./checks');
 // twice that many strings), and the OTEP 4947 record header that
 // lib/record.js writes field by field.  The sizes lib/ takes from the addon
 // (the arena's, the record's largest) are checked against each other and
-// the label limits in layoutMismatch().
+// the label limits in layoutMismatch().  `binding`: the functions lib/
+// calls on the addon (src/customlabels.h CL_BINDING_VERSION).
 const LAYOUT = {
   maxLabels: LIMITS.maxLabels,
-  pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  binding: 1, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
   align: 8, otelRecordHeader: 28,
 };
@@ -47,16 +49,68 @@ function addonPath() {
   return require('node-gyp-build').path(ROOT);
 }
 
-// Loads the addon as require() would, but with RTLD_GLOBAL, so that its
-// custom_labels_current_set joins the process's global scope.  Any other
-// copy of this package loaded later (npm installs two when two dependencies
-// want different versions) then binds its relocation to this same variable:
-// one variable per thread, whichever copy a profiler reads (src/peers.c).
+// Loads an addon file as require() would (without RTLD_GLOBAL: any library
+// loaded later that defines a thread-local of the same name, another
+// writer of the Custom Label ABI or of the OpenTelemetry Node.js thread
+// context, keeps its own variable instead of binding to ours), but with
+// every symbol bound at once.
 function dlopen(file) {
   const module = { exports: {} };
-  const { RTLD_NOW, RTLD_GLOBAL } = os.constants.dlopen;
-  process.dlopen(module, file, RTLD_NOW | RTLD_GLOBAL);
+  process.dlopen(module, file, os.constants.dlopen.RTLD_NOW);
   return module.exports;
+}
+
+// The files of other copies of this package whose addon is loaded in the
+// process, in the order of /proc/self/maps: customlabels.node files under a
+// folder whose package.json names this package (build/Release/ or
+// prebuilds/<platform>/ in it).  Another package's customlabels.node is not
+// one of them, and is never loaded from here.
+function loadedCopies(own) {
+  let maps;
+  try {
+    maps = fs.readFileSync('/proc/self/maps', 'utf8');
+  } catch {
+    return [];
+  }
+  const files = new Set();
+  for (const line of maps.split('\n')) {
+    const at = line.indexOf('/');
+    if (at < 0 || !line.endsWith('/customlabels.node')) continue;
+    const file = line.slice(at);
+    if (file === own || files.has(file)) continue;
+    try {
+      const root = path.resolve(file, '..', '..', '..');
+      if (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).name === 'customlabels') files.add(file);
+    } catch {
+      // not a copy of this package
+    }
+  }
+  return [...files];
+}
+
+// { binding, file }: the addon of the first copy of this package loaded in
+// the process that speaks this copy's binding and layout, else this copy's
+// own file.  One file, one variable: a worker that loads another copy
+// first (npm installs two when two dependencies want different versions)
+// publishes where a reader of the first copy's file reads, and the process
+// maps no second customlabels.node whose variable would stay NULL
+// (docs/design.md, "Beside other writers").
+function loadShared(own) {
+  let real = own;
+  try {
+    real = fs.realpathSync(own);
+  } catch {
+    // dlopen below says why
+  }
+  for (const file of loadedCopies(real)) {
+    try {
+      const binding = dlopen(file);
+      if (layoutMismatch(binding.layout) === null) return { binding, file };
+    } catch {
+      // an older release that does not load here, or has no layout: not shared
+    }
+  }
+  return { binding: dlopen(own), file: own };
 }
 
 // What disagrees between the addon's layout and lib/'s, or null.
@@ -82,18 +136,70 @@ function layoutMismatch(layout) {
   return null;
 }
 
-// Copies that were loaded before this one without RTLD_GLOBAL (an older
-// release) keep a variable of their own: say so, naming both files.
+// Other loaded objects beside this addon that a reader could take for it,
+// or that hold a variable it publishes through (src/peers.c), each said
+// once per process per file: the thread that warns marks it in its worker
+// environment data, which the workers it starts afterwards inherit.
+//   - a copy of this package with a variable of its own (an older release
+//     loaded without RTLD_GLOBAL, or one that speaks another binding):
+//     CUSTOMLABELS_TWO_VARIABLES, and one copy is the fix;
+//   - another writer of the Custom Label ABI (another package's
+//     customlabels.node): both keep their own variables, and a reader that
+//     takes one such file per process sees the labels of one of them;
+//   - another library whose variable this addon's references are bound to
+//     (loaded with RTLD_GLOBAL before it): this addon's labels would go
+//     into that library's variable.
+// An older release of this package loaded with RTLD_GLOBAL shares its
+// variable on purpose and is not named.
+const PEER_WARNED = 'customlabels.peerWarned:';
+
+function warnPeer(other, message, code) {
+  if (getEnvironmentData(PEER_WARNED + other) === true) return;
+  setEnvironmentData(PEER_WARNED + other, true);
+  process.emitWarning(message, { code });
+}
+
 function checkPeers(binding, file) {
-  for (const [other, shared] of binding.peers()) {
-    if (shared) continue;
-    process.emitWarning(
-      `${other} defines its own custom_labels_current_set, apart from ${file}: ` +
-      'labels set through one copy of customlabels are invisible to a profiler that reads the other. ' +
-      'Install a single copy (npm ls customlabels shows who needs which; npm dedupe), ' +
-      'or make every copy a release that shares the variable.',
-      { code: 'CUSTOMLABELS_TWO_VARIABLES' });
+  for (const { file: other, abi, copy, shared } of binding.peers()) {
+    if (copy && shared) continue;
+    if (copy) {
+      warnPeer(other,
+        `${other} defines its own custom_labels_current_set, apart from ${file}: ` +
+        'labels set through one copy of customlabels are invisible to a profiler that reads the other. ' +
+        'Install a single copy (npm ls customlabels shows who needs which; npm dedupe), ' +
+        'or make every copy a release that shares the variable.',
+        'CUSTOMLABELS_TWO_VARIABLES');
+    } else if (shared) {
+      warnPeer(other,
+        `${file} publishes into thread-locals of ${other}, which another library loaded with RTLD_GLOBAL before customlabels: ` +
+        `customlabels overwrites what that library publishes, and profilers read customlabels' labels from either file. ` +
+        'Require customlabels before that library, or load the library without RTLD_GLOBAL.',
+        'CUSTOMLABELS_OTHER_WRITER');
+    } else if (abi) {
+      warnPeer(other,
+        `${other} is another writer of the Custom Label ABI (not customlabels), with its own custom_labels_current_set ` +
+        `apart from ${file}: both publish, but a profiler that reads one such file per process (Parca Agent; ` +
+        'customlabels-dump reads the first in /proc/PID/maps) sees the labels of only one of the two, ' +
+        `and none of the other's. Use one library to label this process.`,
+        'CUSTOMLABELS_OTHER_WRITER');
+    }
   }
+}
+
+// Addons loaded after this one are looked at as they load: a later writer
+// of the ABI is said as soon as there is one.  process.dlopen is what
+// require() of a .node file calls; this thread's own loads go through it too.
+function watchLoads(binding, file) {
+  const original = process.dlopen;
+  process.dlopen = function dlopen(...args) {
+    const result = Reflect.apply(original, this, args);
+    try {
+      checkPeers(binding, file);
+    } catch {
+      // out of memory while looking: the load itself succeeded
+    }
+    return result;
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -178,8 +284,7 @@ function load() {
   let file;
   let binding;
   try {
-    file = addonPath();
-    binding = dlopen(file);
+    ({ binding, file } = loadShared(addonPath()));
   } catch (err) {
     const bundle = bundledInto();
     return noAddon(bundle === null ? `the native addon did not load: ${err.message}`
@@ -191,7 +296,10 @@ function load() {
 }
 
 const { binding, file, reason } = load();
-if (binding) checkPeers(binding, file);
+if (binding) {
+  checkPeers(binding, file);
+  watchLoads(binding, file);
+}
 
 // Readers outside the process tell this thread from the others by Node's
 // threadId, which Node 20 and 22 do not put in the thread's name
@@ -256,8 +364,9 @@ const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayB
 // own, where node-gyp-build does not look for the main addon); the one built here
 // first, as for the main addon.  Its name must not end in
 // customlabels.node: readers claim that file, whose thread-locals the
-// companion writes through cl_frame_tls() (it has none of its own), so it
-// loads after the main addon, which is in the global scope.
+// companion writes through cl_frame_tls() (it has none of its own).  The
+// main addon is not in the global scope, so the module object names its
+// file (`customlabelsAddon`), where the companion looks that function up.
 function companionFiles() {
   return [
     path.join(ROOT, 'build', 'Release', 'v8', 'customlabels-v8.node'),
@@ -278,7 +387,7 @@ function loadCompanion() {
   for (const candidate of companionFiles()) {
     if (!fs.existsSync(candidate)) continue;
     try {
-      const module = { exports: {} };
+      const module = { exports: {}, customlabelsAddon: file };
       process.dlopen(module, candidate, os.constants.dlopen.RTLD_NOW);
       const v8 = module.exports;
       if (v8.modules !== Number(process.versions.modules)) {

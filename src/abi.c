@@ -127,8 +127,9 @@ void **cl_otel_slot(void) { return &otel_thread_ctx_v1; }
  * readers look for, but defines no thread-local of its own: a reader claims
  * one file per process, the one named customlabels.node with
  * custom_labels_current_set, so every thread-local it reads lives here.
- * The companion calls this on each thread (it finds it with dlsym: the main
- * addon is loaded RTLD_GLOBAL) and writes through the pointers.
+ * The companion calls this on each thread (it finds it with dlsym in the
+ * file lib/addon.js names to it: the main addon is not in the global
+ * scope, src/peers.c) and writes through the pointers.
  */
 CL_EXPORT cl_frame_tls_t *cl_frame_tls(cl_frame_tls_t *out) {
   out->version = CL_FRAME_TLS_VERSION;

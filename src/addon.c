@@ -278,22 +278,27 @@ typedef struct {
   bool failed;
 } peers_ctx_t;
 
-static void push_peer(const char *path, bool shared, void *opaque) {
+static bool set_bool(napi_env env, napi_value object, const char *name, bool value) {
+  napi_value v;
+  return napi_get_boolean(env, value, &v) == napi_ok && napi_set_named_property(env, object, name, v) == napi_ok;
+}
+
+static void push_peer(const cl_peer_t *peer, void *opaque) {
   peers_ctx_t *ctx = opaque;
   if (ctx->failed) return;
-  napi_value pair, p, s;
-  ctx->failed = napi_create_string_utf8(ctx->env, path, NAPI_AUTO_LENGTH, &p) != napi_ok ||
-                napi_get_boolean(ctx->env, shared, &s) != napi_ok ||
-                napi_create_array_with_length(ctx->env, 2, &pair) != napi_ok ||
-                napi_set_element(ctx->env, pair, 0, p) != napi_ok ||
-                napi_set_element(ctx->env, pair, 1, s) != napi_ok ||
-                napi_set_element(ctx->env, ctx->array, ctx->n++, pair) != napi_ok;
+  napi_value o, p;
+  ctx->failed = napi_create_object(ctx->env, &o) != napi_ok ||
+                napi_create_string_utf8(ctx->env, peer->path, NAPI_AUTO_LENGTH, &p) != napi_ok ||
+                napi_set_named_property(ctx->env, o, "file", p) != napi_ok ||
+                !set_bool(ctx->env, o, "abi", peer->abi) || !set_bool(ctx->env, o, "copy", peer->copy) ||
+                !set_bool(ctx->env, o, "shared", peer->shared) ||
+                napi_set_element(ctx->env, ctx->array, ctx->n++, o) != napi_ok;
 }
 
 /*
- * peers(): [[path, shared], ...] for the other loaded objects that define
- * custom_labels_current_set (src/peers.c); `shared` says whether they
- * publish through the same variable as this module.
+ * peers(): [{ file, abi, copy, shared }, ...] for the other loaded objects
+ * that define custom_labels_current_set or hold one of the variables this
+ * module publishes through (src/peers.c).
  */
 static napi_value peers(napi_env env, napi_callback_info info) {
   (void)info;
@@ -534,6 +539,7 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "maxLabels", CL_MAX_LABELS) ||
       !set_number(env, result, "maxStringUnits", CL_MAX_STRING_UNITS) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version) ||
+      !set_number(env, result, "binding", CL_BINDING_VERSION) ||
       !set_number(env, result, "otelRecordHeader", CL_OTEL_RECORD_HEADER) ||
       !set_number(env, result, "otelRecordMax", CL_OTEL_RECORD_MAX) ||
       !set_number(env, result, "otelMaxKeys", CL_OTEL_MAX_KEYS) ||

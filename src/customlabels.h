@@ -194,12 +194,25 @@ void cl_thread_unmark(void *mark, size_t bytes);
 custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size);
 
 /*
- * Other loaded objects that define custom_labels_current_set (other copies
- * of this addon, src/peers.c): calls `emit` with each one's path and whether
- * its variable is the one this module publishes through (`shared`).
- * Returns how many there are.
+ * Other loaded objects that matter to this module's readers (src/peers.c):
+ * calls `emit` with each one that defines custom_labels_current_set in its
+ * own TLS (`abi`), or holds a variable one of this module's references is
+ * bound to (`shared`).  `copy`: it is a copy of this package (it defines
+ * cl_frame_tls).  Returns how many there are.
  */
-typedef void (*cl_peer_cb)(const char *path, bool shared, void *ctx);
+typedef struct {
+  const char *path;
+  bool abi;
+  bool copy;
+  bool shared;
+} cl_peer_t;
+typedef void (*cl_peer_cb)(const cl_peer_t *peer, void *ctx);
+
+/* What lib/ calls on this module's binding (src/addon.c), as its layout
+ * says: a copy of the package uses another copy's loaded module instead of
+ * its own only when this number, and the rest of the layout, agree
+ * (lib/addon.js).  Raise it when a function lib/ calls changes. */
+#define CL_BINDING_VERSION 1
 size_t cl_peers(cl_peer_cb emit, void *ctx);
 
 /*

@@ -312,14 +312,31 @@ void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, c
 
 NODE_MODULE_INIT(/* exports, module, context */) {
   Isolate* isolate = Isolate::GetCurrent();
-  // The main addon, loaded RTLD_GLOBAL before this file (lib/addon.js),
-  // holds the thread-locals; without it this file has nothing to publish.
+  // The main addon holds the thread-locals; without it this file has
+  // nothing to publish.  It is loaded without RTLD_GLOBAL (lib/addon.js), so
+  // its cl_frame_tls() is looked up in that file, which lib/addon.js names
+  // as the `customlabelsAddon` property of the module object it passes to
+  // process.dlopen.  dlopen() with RTLD_NOLOAD only finds a loaded file, and
+  // the main addon stays loaded for the life of the process (src/abi.c
+  // cl_stay_loaded), so the function and the thread-locals it points to
+  // outlive this environment.
   using FrameTls = cl_frame_tls_t* (*)(cl_frame_tls_t*);
-  FrameTls frame_tls = reinterpret_cast<FrameTls>(dlsym(RTLD_DEFAULT, "cl_frame_tls"));
+  FrameTls frame_tls = nullptr;
+  Local<Value> named;
+  if (module->IsObject() &&
+      module.As<Object>()->Get(context, String::NewFromUtf8Literal(isolate, "customlabelsAddon")).ToLocal(&named) &&
+      named->IsString()) {
+    String::Utf8Value file(isolate, named);
+    void* handle = *file == nullptr ? nullptr : dlopen(*file, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle != nullptr) {
+      frame_tls = reinterpret_cast<FrameTls>(dlsym(handle, "cl_frame_tls"));
+      dlclose(handle);
+    }
+  }
   cl_frame_tls_t tls{};
   if (frame_tls == nullptr || frame_tls(&tls)->version != CL_FRAME_TLS_VERSION || tls.size != sizeof tls) {
     isolate->ThrowException(v8::Exception::Error(String::NewFromUtf8Literal(
-        isolate, "customlabels-v8: customlabels.node (cl_frame_tls, version 1) is not loaded in the global scope")));
+        isolate, "customlabels-v8: the module object names no loaded customlabels.node with cl_frame_tls, version 1")));
     return;
   }
   // Freed by Cleanup when the environment ends.

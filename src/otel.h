@@ -66,10 +66,11 @@ typedef struct {
 /*
  * The process context is one per process, shared by every thread and by
  * every copy of this addon in the process.  Its functions are exported
- * under versioned names (src/exports.map), so that a copy loaded after
- * another one (with RTLD_GLOBAL, lib/addon.js) binds its calls to the
- * first copy's functions and so to its one state; a change that an older
- * copy would misread gets new names.
+ * under versioned names (src/exports.map): a later copy uses the first
+ * copy's file (lib/addon.js), and a copy loaded after an older release that
+ * was loaded with RTLD_GLOBAL binds its calls to that release's functions,
+ * so to its one state; a change that an older copy would misread gets new
+ * names.
  */
 #define CL_EXPORT __attribute__((visibility("default")))
 

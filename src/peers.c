@@ -1,15 +1,26 @@
 /*
- * Other copies of the ABI in this process.
+ * Other objects in this process that hold thread-locals a reader of this
+ * module looks for.
  *
- * npm installs a package twice when two dependencies want different
- * versions of it, and each copy loads its own customlabels.node.  lib/
- * loads the addon with RTLD_GLOBAL, so the first copy's
- * custom_labels_current_set joins the global scope and every copy loaded
- * after it binds its TLSDESC relocation to that same variable: one variable
- * per thread, whichever file a profiler reads the descriptor of.  A copy
- * that was loaded before, without RTLD_GLOBAL (an older release), keeps a
- * variable of its own, and labels set through it are lost to a reader of
- * the other.  This file finds such copies so that lib/ can say so.
+ * lib/ loads customlabels.node without RTLD_GLOBAL, so no library loaded
+ * after it binds its own references to this module's variables: a second
+ * writer of the Custom Label ABI (another package's customlabels.node) or
+ * of the OpenTelemetry Node.js thread context (@datadog/pprof's
+ * dd_pprof.node exports otel_thread_ctx_nodejs_v1) keeps a variable of its
+ * own.  Two things remain for lib/ to say:
+ *
+ * - another object defines custom_labels_current_set in its own TLS block:
+ *   a reader that takes one such file per process reads one of the two
+ *   variables, not both (a copy of this package is told apart by
+ *   cl_frame_tls, the entry point the companion finds the thread-locals by);
+ * - one of this module's references is bound to another object's variable:
+ *   that object was loaded with RTLD_GLOBAL before this one (an older
+ *   release of this package, which shares on purpose; any other library,
+ *   whose variable this module would then overwrite).
+ *
+ * Copies of this package find each other before loading (lib/addon.js), and
+ * a later one uses the first one's file rather than its own, so that one
+ * file and one variable hold every thread's labels.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +31,7 @@
 
 #include "customlabels.h"
 #include "glibc_compat.h"
+#include "otel.h"
 
 /*
  * The objects to look at: named, not this one, with a TLS block.  Gathered
@@ -83,31 +95,51 @@ static int gather(struct dl_phdr_info *info, size_t size, void *opaque) {
   return 0;
 }
 
-/* Whether the object `name`, still loaded, defines its own
- * custom_labels_current_set; `*ours` whether that is the variable this
- * copy publishes in. */
-static bool defines_slot(const char *name, size_t tls, bool *ours) {
+/* Whether `address` lies in the `size` bytes at `block`. */
+static bool within(const void *address, const void *block, size_t size) {
+  return block != NULL && address != NULL && (uintptr_t)address >= (uintptr_t)block &&
+         (uintptr_t)address - (uintptr_t)block < size;
+}
+
+/* Whether `handle`'s own object (`name`) defines `symbol`: dlsym also
+ * searches the object's dependencies, so the definition is checked to lie in
+ * the object itself. */
+static bool own_function(void *handle, const char *name, const char *symbol) {
+  void *f = dlsym(handle, symbol);
+  Dl_info info;
+  return f != NULL && dladdr(f, &info) != 0 && info.dli_fname != NULL && strcmp(info.dli_fname, name) == 0;
+}
+
+/* What the object `name`, still loaded, is to this module; false where it
+ * is neither an ABI writer nor holds one of this module's variables. */
+static bool look_at(const char *name, size_t tls, void *const *ours, size_t count, cl_peer_t *peer) {
   void *handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
   if (handle == NULL) return false; /* unloaded since */
-  /* dlsym also searches the object's dependencies: the symbol is this
-   * object's own only if it lies in this thread's block of its TLS. */
-  void *variable = dlsym(handle, "custom_labels_current_set");
   void *block = NULL;
-  bool found = variable != NULL && dlinfo(handle, RTLD_DI_TLS_DATA, &block) == 0 && block != NULL &&
-               (uintptr_t)variable >= (uintptr_t)block && (uintptr_t)variable - (uintptr_t)block < tls;
-  *ours = found && variable == (void *)cl_slot();
+  if (dlinfo(handle, RTLD_DI_TLS_DATA, &block) != 0) block = NULL;
+  /* Its variable is its own only if it lies in this thread's block of its TLS. */
+  peer->path = name;
+  peer->abi = within(dlsym(handle, "custom_labels_current_set"), block, tls);
+  peer->copy = own_function(handle, name, "cl_frame_tls");
+  peer->shared = false;
+  for (size_t i = 0; i < count; i++) peer->shared = peer->shared || within(ours[i], block, tls);
   dlclose(handle);
-  return found;
+  return peer->abi || peer->shared;
 }
 
 size_t cl_peers(cl_peer_cb emit, void *ctx) {
+  /* Every thread-local a reader of this module reads, as this module's
+   * references resolved them. */
+  cl_frame_tls_t frame;
+  cl_frame_tls(&frame);
+  void *const ours[] = {cl_slot(), cl_otel_slot(), frame.als_identity_hash, frame.als_handle, frame.otel_nodejs};
   candidates_t c = {NULL, NULL, 0, 0, false};
   dl_iterate_phdr(gather, &c);
   size_t count = 0;
   for (size_t i = 0; i < c.count; i++) {
-    bool ours = false;
-    if (defines_slot(c.names[i], c.tls[i], &ours)) {
-      emit(c.names[i], ours, ctx);
+    cl_peer_t peer;
+    if (look_at(c.names[i], c.tls[i], ours, sizeof(ours) / sizeof(ours[0]), &peer)) {
+      emit(&peer, ctx);
       count++;
     }
     free(c.names[i]);

@@ -9,7 +9,8 @@
  * alone in this project besides the ABI's thread-locals, this file keeps
  * process-wide state: `ctx`, created on first use and guarded by `lock`.
  * Its functions are exported under versioned names (src/otel.h), so that
- * every copy of the addon in the process uses the first copy's state.
+ * every copy of the addon in the process uses the first copy's state (a
+ * later copy uses the first copy's file, lib/addon.js).
  *
  * Owner: the process.  The mapping and the state live until the process
  * exits, as the OTEP allows, so that no reader ever follows a pointer into
