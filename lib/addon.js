@@ -14,7 +14,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { getEnvironmentData, setEnvironmentData, threadId, isMainThread } = require('node:worker_threads');
 const { conflict } = require('./copies');
-const { unsupportedReason } = require('./platform');
+const { unsupportedReason, missingHooks } = require('./platform');
 const { LIMITS } = require('./checks');
 
 // What the addon must agree on with lib/: the ABI's layout (lib/abi.js
@@ -204,6 +204,27 @@ function addonsDisabled() {
     'Start Node.js without --no-addons.');
 }
 
+// Where the runtime lacks the hooks that follow the context (Bun today:
+// lib/platform.js missingHooks()): the addon is not even loaded, the labels
+// follow the work in JavaScript alone (lib/context/none.js), and one
+// warning per process says so, as for a missing addon.
+const NO_HOOKS = 'CUSTOMLABELS_NO_HOOKS';
+const NO_HOOKS_WARNED = 'customlabels.noHooksWarned';
+
+function noHooks(missing) {
+  const runtime = process.versions.bun !== undefined ? `Bun ${process.versions.bun}`
+    : process.versions.deno !== undefined ? `Deno ${process.versions.deno}` : `this runtime (Node.js ${process.versions.node})`;
+  const reason = `${runtime} lacks the hooks that follow the async context: ${missing}`;
+  if (getEnvironmentData(NO_HOOKS_WARNED) !== true) {
+    setEnvironmentData(NO_HOOKS_WARNED, true);
+    process.emitWarning(
+      `customlabels publishes no labels: ${reason}. Labels still follow the work in JavaScript (getLabels() answers), ` +
+      'but profilers see none. Run the application on Node.js (or Deno) to publish them.',
+      { code: NO_HOOKS });
+  }
+  return { binding: null, reason, noHooks: true };
+}
+
 // ---------------------------------------------------------------------------
 
 function load() {
@@ -212,6 +233,8 @@ function load() {
   if (conflict !== null) return { binding: null, reason: conflict };
   const unsupported = unsupportedReason();
   if (unsupported !== null) return { binding: null, reason: unsupported };
+  const missing = missingHooks();
+  if (missing !== null) return noHooks(missing);
   let file;
   let binding;
   try {
@@ -228,7 +251,7 @@ function load() {
   return { binding, file, reason: null };
 }
 
-const { binding, file, reason } = load();
+const { binding, file, reason, noHooks: hooksMissing = false } = load();
 if (binding) checkPeers(binding, file);
 
 // Readers outside the process tell this thread from the others by Node's
@@ -357,4 +380,4 @@ function loadCompanion() {
   return companion;
 }
 
-module.exports = { binding, file: file ?? null, reason, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };
+module.exports = { binding, file: file ?? null, reason, hooksMissing, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };
