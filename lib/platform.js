@@ -69,7 +69,10 @@ function canSkipPromises() {
 // be settable.  Bun 1.4 has neither: its createHook calls nothing, and
 // v8.promiseHooks throws NotImplementedError.  Deno 2.9 has both.  Once per
 // thread, when the package loads (lib/addon.js): a hook enabled and
-// disabled again, a few microseconds.
+// disabled again, no hook left behind.  Most of its cost is loading Node's
+// async_hooks and v8 internals, which lib/context/hooks.js loads anyway:
+// require('customlabels') took 129.0 million instructions with it, 130.8
+// without (callgrind, Node.js 24, hooks mode).
 function missingHooks() {
   let calls = 0;
   try {
