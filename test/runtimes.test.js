@@ -44,14 +44,18 @@ const RUNTIMES = {
 };
 
 // The runtime's executable, or a skip that names the command that installs
-// it (a failure under CUSTOMLABELS_TEST_STRICT=1: CI installs it).
+// it (a failure under CUSTOMLABELS_TEST_STRICT=1: CI installs it).  The
+// cache is the checkout's .cache/, or CUSTOMLABELS_TEST_CACHE where the
+// suite runs from a copy without it (.ci/sanitize, .ci/arm64).
+const CACHE = process.env.CUSTOMLABELS_TEST_CACHE || path.join(ROOT, '.cache');
+
 function runtime(ctx, name) {
   const r = RUNTIMES[name];
-  const dir = path.join(ROOT, '.cache', name);
+  const dir = path.join(CACHE, name);
   const bin = r.bin(dir);
   if (fs.existsSync(bin)) return bin;
   const install = `mkdir -p .cache/${name} && cd .cache/${name} && echo '{"private":true}' > package.json && npm install ${r.package}@${r.version}`;
-  const what = `${name} is not installed in .cache/${name} (from the npm registry: ${install})`;
+  const what = `${name} is not installed in ${dir} (from the npm registry: ${install})`;
   if (needs.STRICT) throw new Error(`${what}; CUSTOMLABELS_TEST_STRICT=1 makes it a failure`);
   needs.feature(ctx, name, what);
   return null;
