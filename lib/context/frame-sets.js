@@ -95,24 +95,29 @@ function newChunk() {
   next = POOL; // the pool's records were in the old chunk
 }
 
+// Whether this thread wrote a set while records were off: if not, there
+// is nothing for attachAll() to find.
+let writtenWithout = false;
+
 // Records turned on in this thread: every set written before that and
 // still reachable, wherever it is current or waits to be (an await, a
 // timer, a closure), gets its record now (attach()), before it can be
 // current again.  Keeping a list of the sets written while records are off
-// would cost every set (strong references pin each chunk's objects beside
-// its bytes; a WeakRef per set halved the flows per second of
-// bench/frame-rss.js), so the sets are found once, here, in the heap:
-// V8's query of the objects whose prototype is LabelSet's, through the
-// inspector protocol (Runtime.queryObjects, which collects garbage first),
-// run synchronously in this thread.  Its cost is a full collection and a
-// walk of the heap, once per thread, and only where a set was written
-// before (writtenWithout): about 0.4 s with 10,000 sets waiting on timers,
-// 2.7 s with 100,000, on Node.js 24 (a 2-core VM, busy).  Where Node.js has no inspector,
-// those sets get their record when withLabels or enterLabels next makes
-// them current (lib/context/frame.js storeOf()).
-// Whether this thread wrote a set while records were off: if not, there
-// is nothing to find.
-let writtenWithout = false;
+// would cost every set: strong references pin each chunk's objects beside
+// its bytes (bench/frame-rss.js 12 on Node.js 24: RSS 590 MB against
+// 230 MB), and a WeakRef per set halved its flows per second.  So the sets
+// are found once, here, in the heap: V8's query of the objects whose
+// prototype is LabelSet's, through the inspector protocol
+// (Runtime.queryObjects, which collects garbage first), run synchronously
+// in this thread.  Its cost is a full collection and a walk of the heap,
+// once per thread, and only where a set was written before
+// (writtenWithout): about 0.3 to 0.4 s with 10,000 flows waiting on
+// timers, 2.7 s with 100,000, on Node.js 24 (a busy 2-core VM).  Where the
+// query cannot run (Node.js built without the inspector, --permission
+// without --allow-inspector, the package loaded in another realm than the
+// thread's main one), a set gets its record only when withLabels or
+// enterLabels makes it current from another set (lib/context/frame.js
+// storeOf()), not after an await or an inner withLabels.
 
 function attachAll() {
   if (!writtenWithout) return;
