@@ -15,7 +15,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { getEnvironmentData, setEnvironmentData, threadId, isMainThread } = require('node:worker_threads');
 const { conflict } = require('./copies');
-const { unsupportedReason } = require('./platform');
+const { unsupportedReason, missingHooks } = require('./platform');
 const { LIMITS } = require('./checks');
 
 // What the addon must agree on with lib/: the ABI's layout (lib/abi.js
@@ -229,6 +229,13 @@ const NO_ADDON_WARNED = 'customlabels.noAddonWarned';
 const EXTERNAL = 'esbuild: --external:customlabels; webpack: externals: { customlabels: \'commonjs customlabels\' }; ' +
   'Rollup: external: [\'customlabels\']; ncc: -e customlabels';
 
+// Whether the package was installed into a project (npm, pnpm and yarn all
+// put it in a node_modules folder), rather than being a checkout of its
+// own sources.
+function installed() {
+  return path.basename(path.dirname(ROOT)) === 'node_modules';
+}
+
 // The file this code runs from when a bundler inlined it, else null.  In
 // the package, this file is lib/addon.js and the folder above it holds
 // the package's own package.json; a bundler puts the code into a file of
@@ -245,21 +252,39 @@ function bundledInto() {
   }
 }
 
-// `why`: what the loader said, first line only (node-gyp-build lists every
-// place it looked on the lines after).
-function warnNoAddon(why) {
+// The sentence a warning quotes: the first line (node-gyp-build lists every
+// place it looked on the lines after), without its own final period.
+function sentence(why) {
+  return why.split('\n')[0].replace(/\.+$/, '');
+}
+
+// `why`: what the loader said; `fix`: what to do, where it is not building
+// the addon (Node.js refusing every addon).
+function warnNoAddon(why, fix) {
   if (getEnvironmentData(NO_ADDON_WARNED) === true) return;
   setEnvironmentData(NO_ADDON_WARNED, true);
+  if (fix !== undefined) {
+    process.emitWarning(`customlabels publishes no labels: ${sentence(why)}. ${fix}`, { code: NO_ADDON });
+    return;
+  }
   if (bundledInto() !== null) {
     process.emitWarning(
-      `customlabels publishes no labels: ${why.split('\n')[0]}. ` +
+      `customlabels publishes no labels: ${sentence(why)}. ` +
       `Mark customlabels as external in the bundler (${EXTERNAL}), ` +
       'so that the bundle requires it from node_modules, and ship node_modules/customlabels with the bundle.',
       { code: NO_ADDON });
     return;
   }
+  if (!installed()) {
+    process.emitWarning(
+      `customlabels publishes no labels: ${sentence(why)}. ` +
+      `Build the addon in this checkout of the package with \`npm run install --build-from-source\` in ${ROOT} ` +
+      '(it needs a C compiler, make and Python).',
+      { code: NO_ADDON });
+    return;
+  }
   process.emitWarning(
-    `customlabels publishes no labels: ${why.split('\n')[0]}. ` +
+    `customlabels publishes no labels: ${sentence(why)}. ` +
     'The package\'s install script builds the addon where no prebuilt one fits; it did not run or failed. ' +
     'Approve it with `npm install-scripts approve customlabels`, then run it with `npm rebuild customlabels` ' +
     `(or build in place: cd ${ROOT} && npx node-gyp rebuild; it needs a C compiler, make and Python).`,
@@ -268,9 +293,42 @@ function warnNoAddon(why) {
 
 // Where the platform could publish but this addon cannot: said once per
 // process, since nothing else would show it.
-function noAddon(reason) {
-  warnNoAddon(reason);
+function noAddon(reason, fix) {
+  warnNoAddon(reason, fix);
   return { binding: null, reason };
+}
+
+// Node.js itself refuses to load any addon (ERR_DLOPEN_DISABLED): under the
+// permission model without --allow-addons, or with --no-addons.  Building
+// cannot help; the flag can.
+function addonsDisabled() {
+  if (process.permission !== undefined) {
+    return noAddon('Node.js runs with the permission model (--permission), which loads no native addon without --allow-addons',
+      'Start Node.js with --allow-addons beside --permission.');
+  }
+  return noAddon('Node.js runs with --no-addons, which loads no native addon',
+    'Start Node.js without --no-addons.');
+}
+
+// Where the runtime lacks the hooks that follow the context (Bun today:
+// lib/platform.js missingHooks()): the addon is not even loaded, the labels
+// follow the work in JavaScript alone (lib/context/none.js), and one
+// warning per process says so, as for a missing addon.
+const NO_HOOKS = 'CUSTOMLABELS_NO_HOOKS';
+const NO_HOOKS_WARNED = 'customlabels.noHooksWarned';
+
+function noHooks(missing) {
+  const runtime = process.versions.bun !== undefined ? `Bun ${process.versions.bun}`
+    : process.versions.deno !== undefined ? `Deno ${process.versions.deno}` : `this runtime (Node.js ${process.versions.node})`;
+  const reason = `${runtime} lacks the hooks that follow the async context: ${missing}`;
+  if (getEnvironmentData(NO_HOOKS_WARNED) !== true) {
+    setEnvironmentData(NO_HOOKS_WARNED, true);
+    process.emitWarning(
+      `customlabels publishes no labels: ${reason}. Labels still follow the work in JavaScript (getLabels() answers), ` +
+      'but profilers see none. Run the application on Node.js (or Deno) to publish them.',
+      { code: NO_HOOKS });
+  }
+  return { binding: null, reason, noHooks: true };
 }
 
 // ---------------------------------------------------------------------------
@@ -281,13 +339,16 @@ function load() {
   if (conflict !== null) return { binding: null, reason: conflict };
   const unsupported = unsupportedReason();
   if (unsupported !== null) return { binding: null, reason: unsupported };
+  const missing = missingHooks();
+  if (missing !== null) return noHooks(missing);
   let file;
   let binding;
   try {
     ({ binding, file } = loadShared(addonPath()));
   } catch (err) {
+    if (err.code === 'ERR_DLOPEN_DISABLED') return addonsDisabled();
     const bundle = bundledInto();
-    return noAddon(bundle === null ? `the native addon did not load: ${err.message}`
+    return noAddon(bundle === null ? `the native addon did not load: ${sentence(err.message)}`
       : `it was bundled into ${bundle}, and a bundle cannot carry its native addon`);
   }
   const mismatch = layoutMismatch(binding.layout);
@@ -295,7 +356,7 @@ function load() {
   return { binding, file, reason: null };
 }
 
-const { binding, file, reason } = load();
+const { binding, file, reason, noHooks: hooksMissing = false } = load();
 if (binding) {
   checkPeers(binding, file);
   watchLoads(binding, file);
@@ -374,8 +435,23 @@ function companionFiles() {
   ];
 }
 
+// The command that builds the companion (and the addon) for the running
+// Node.js: in an install, npm runs the install script again and
+// --build-from-source makes node-gyp-build build rather than keep what
+// loads; in a checkout, where the package is the project itself and `npm
+// rebuild customlabels` finds nothing to rebuild, its own install script.
+// Both checked by hand on Node.js 22 and 24 (an install built on one, run
+// on the other).
+function rebuildCommand() {
+  return installed()
+    ? '`npm rebuild customlabels --build-from-source` in the project that installed it'
+    : `\`npm run install --build-from-source\` in ${ROOT}`;
+}
+
 // { v8: the companion's exports, or null, file, reason: why it did not
-// load, or null }.  Once per thread.
+// load, or null }.  Once per thread.  A file that exists but does not load
+// was built for another Node.js (its V8 symbols are not this one's, dlopen
+// says "undefined symbol"), typically after switching Node.js versions.
 let companion = null;
 function loadCompanion() {
   if (companion !== null) return companion;
@@ -391,23 +467,26 @@ function loadCompanion() {
       process.dlopen(module, candidate, os.constants.dlopen.RTLD_NOW);
       const v8 = module.exports;
       if (v8.modules !== Number(process.versions.modules)) {
-        tried.push(`${candidate} is for ABI ${v8.modules}`);
+        tried.push(`${candidate} is for Node.js ABI ${v8.modules}`);
         continue;
       }
       companion = { v8, file: candidate, reason: null };
       return companion;
     } catch (err) {
-      tried.push(`${candidate}: ${err.message.split('\n')[0]}`);
+      // dlopen's message names the file first: say it once.
+      tried.push(`${candidate} (${sentence(err.message).replace(`${candidate}: `, '')})`);
     }
   }
   companion = {
     v8: null,
     file: null,
-    reason: tried.length > 0 ? `no companion customlabels-v8 loaded for Node.js ABI ${process.versions.modules} (${tried.join('; ')})`
+    reason: tried.length > 0
+      ? `the companion customlabels-v8 was built for another Node.js than ${process.versions.node} (ABI ${process.versions.modules}): ` +
+        `${tried.join('; ')} did not load; rebuild it for this Node.js with ${rebuildCommand()} (with a C++ compiler)`
       : `no companion customlabels-v8 for Node.js ABI ${process.versions.modules} (Node.js ${process.versions.node}): ` +
-        `neither ${companionFiles().join(' nor ')} exists; \`npm rebuild customlabels --build-from-source\` builds it for this Node.js (with a C++ compiler)`,
+        `neither ${companionFiles().join(' nor ')} exists; ${rebuildCommand()} builds it for this Node.js (with a C++ compiler)`,
   };
   return companion;
 }
 
-module.exports = { binding, file: file ?? null, reason, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };
+module.exports = { binding, file: file ?? null, reason, hooksMissing, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };

@@ -70,7 +70,10 @@ function create() {
   const { EMPTY, derive } = require('./labelset');
   const { LIMITS, checkFunction, setLabel } = require('./checks');
   const mode = chooseMode(addon);
-  const context = mode === 'frame' ? require('./context/frame') : require('./context/hooks');
+  // Where the runtime lacks the hooks (lib/addon.js said so), labels follow
+  // the work in JavaScript alone.
+  const context = mode === 'frame' ? require('./context/frame')
+    : addon.hooksMissing ? require('./context/none') : require('./context/hooks');
   const { enableThreadContext, useFrameLayout } = require('./threadcontext');
   if (mode === 'frame') useFrameLayout(context.otelLayout());
 

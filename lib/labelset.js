@@ -192,9 +192,7 @@ function build(parent, given, plain, who, span) {
     }
     if (!changed && sameSpan) return parent;
   }
-  if (kv.length > 2 * LIMITS.maxLabels) {
-    throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${kv.length >> 1}`);
-  }
+  if (kv.length > 2 * LIMITS.maxLabels) kv = spanGivesWay(kv, given, span, who);
   const set = new LabelSet(kv, span);
   // Nearly every set is ASCII, within the limits counted in characters:
   // the ASCII writer takes exactly those, so a set it wrote needs no other
@@ -205,6 +203,55 @@ function build(parent, given, plain, who, span) {
     writer.any(set);
   }
   return set;
+}
+
+// A set `kv` over the limit, from `given` under `span`: the span labels
+// that customlabels/otel put around these labels give way (its optional
+// labels first, then its ids; the record's header keeps the span's ids),
+// so that tracing never turns a withLabels that fits into a throw.  The
+// caller's own labels (every label that is not the span's, and every key
+// given here) past the limit still throw, naming how many they are.  A span
+// from an otel entry that does not say its labels (an older copy) gives
+// nothing way.  Returns the set's labels; throws RangeError.
+function spanGivesWay(kv, given, span, who) {
+  const keys = span === null || span.labelKeys === undefined ? [] : span.labelKeys;
+  let spans = 0;
+  for (let i = 0; i < kv.length; i += 2) {
+    if (keys.includes(kv[i]) && !isGiven(given, kv[i])) spans++;
+  }
+  const own = (kv.length >> 1) - spans;
+  if (own > LIMITS.maxLabels || spans === 0) {
+    const besides = spans === 0 ? '' : ` of its own, besides ${spans} span label${spans === 1 ? '' : 's'} of customlabels/otel, which give way`;
+    throw new RangeError(`${who}: a label set holds at most ${LIMITS.maxLabels} labels; this one would hold ${own}${besides}`);
+  }
+  const out = kv.slice();
+  const dropped = [];
+  // One optional label at a time; the ids (last in `keys`) together, as one
+  // without the other links nothing.
+  let idsGo = false;
+  for (const key of keys) {
+    if (out.length <= 2 * LIMITS.maxLabels && !idsGo) break;
+    if (isGiven(given, key)) continue;
+    const at = keyAt(out, key);
+    if (at < 0) continue;
+    out.splice(at, 2);
+    dropped.push(key);
+    if (key === span.traceKey || key === span.spanKey) idsGo = true;
+  }
+  span.dropped(who, kv.length >> 1, dropped, keys.filter((k) => keyAt(out, k) >= 0));
+  return out;
+}
+
+// Where `key` is among the keys of [key, value, ...], or -1.
+function keyAt(pairs, key) {
+  for (let i = 0; i < pairs.length; i += 2) {
+    if (pairs[i] === key) return i;
+  }
+  return -1;
+}
+
+function isGiven(given, key) {
+  return keyAt(given, key) >= 0;
 }
 
 module.exports = { LIMITS, EMPTY, LabelSet, derive, useWriter };

@@ -65,13 +65,22 @@ function byPosition(lookup) {
 // before is written again, record and all, before it is next published
 // (lib/arena.js invalidate()).
 let on = false;
+// What else turning records on in this thread does: frame mode gives the
+// sets written before their records (lib/context/frame-sets.js), since no
+// hook sees them made current again.  Set once, by the mode's writer.
+let turnedOn = null;
 
 function recordsOn() {
   if (on) return true;
   if (otelEnabled[0] === 0) return false;
   on = true;
   invalidate();
+  if (turnedOn !== null) turnedOn();
   return true;
+}
+
+function whenRecordsTurnOn(fn) {
+  turnedOn = fn;
 }
 
 // key -> its index in the process's key map, or -1 for a key left out
@@ -199,4 +208,4 @@ function writeRecord(bytes, words, at, set, n, valueAt, valueLength) {
   return p;
 }
 
-module.exports = { recordsOn, recordBytes, writeRecord, byPosition };
+module.exports = { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord, byPosition };

@@ -95,17 +95,33 @@ describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
     assert.equal(r.stderr.match(/\[CUSTOMLABELS_PUBLISH\]/g)?.length ?? 0, 1, r.stderr);
   });
 
-  it('installs no async hook and no promise hook, and labels still follow awaits, timers and immediates', function () {
+  it('leaves no async hook and no promise hook installed, and labels still follow awaits, timers and immediates', function () {
     if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node (previous test says why)');
+    // The package probes, once, whether the runtime calls hooks at all
+    // (lib/platform.js missingHooks()): a hook enabled and disabled at once,
+    // a promise hook set and stopped.  None may stay.
     const r = node(`
       const ah = require('node:async_hooks');
       const v8 = require('node:v8');
       const calls = [];
+      let n = 0;
       const createHook = ah.createHook;
-      ah.createHook = (...a) => { calls.push('createHook'); return createHook(...a); };
+      ah.createHook = (...a) => {
+        const hook = createHook(...a);
+        const id = 'hook' + n++;
+        const { enable, disable } = hook;
+        hook.enable = function () { calls.push(id); return enable.call(this); };
+        hook.disable = function () { calls.splice(calls.indexOf(id), 1); return disable.call(this); };
+        return hook;
+      };
       for (const k of ['onInit', 'onBefore', 'onAfter', 'onSettled', 'createHook']) {
         const f = v8.promiseHooks[k];
-        v8.promiseHooks[k] = (...a) => { calls.push('promiseHooks.' + k); return f(...a); };
+        v8.promiseHooks[k] = (...a) => {
+          const id = 'promiseHooks.' + k + n++;
+          calls.push(id);
+          const stop = f(...a);
+          return () => { calls.splice(calls.indexOf(id), 1); return stop(); };
+        };
       }
       const cl = require('.');
       const { setTimeout: sleep } = require('node:timers/promises');

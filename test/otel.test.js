@@ -12,7 +12,7 @@ const {
 } = require('@opentelemetry/api');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
-const { withLabels, getLabels, limits } = require('..');
+const { withLabels, enterLabels, getLabels, limits } = require('..');
 const { spanLabels } = require('../lib/otel');
 const tls = require('./helpers/tls');
 
@@ -303,6 +303,65 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
       assert.equal(dropped.length, 2, dropped.join('\n'));
       assert.match(dropped[0], /did not fit in the current label set \(withLabels: a label set holds at most 10 labels; this one would hold 11\), so that context runs without span_name \(its trace_id and span_id are kept\)/);
       assert.match(dropped[1], /would hold 12\), so that context runs without span_name, local_root_span_id \(its trace_id and span_id are kept\)/);
+    });
+    it('span labels never make withLabels throw: in either order they give way, with a warning; the caller\'s own labels past 10 still throw, counted alone', async () => {
+      register({ spanName: true, localRootSpanId: true });
+      const labels = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, String(i)]));
+      const warnings = [];
+      const onWarning = (w) => warnings.push(w);
+      process.on('warning', onWarning);
+      const seen = { spanFirst: {}, labelsFirst: {} };
+      try {
+        // The span first (4 span labels with its name and local root), then
+        // 6 to 10 labels of the caller's.
+        tracer.startActiveSpan('outer', (span) => {
+          seen.ids = idsOf(span);
+          for (const n of [6, 7, 8, 9, 10]) {
+            seen.spanFirst[n] = withLabels(labels(n), () => ({ published: tls.published(), labels: getLabels() }));
+          }
+          seen.entered = withLabels({ e: '1' }, () => {
+            enterLabels(labels(8));
+            return { published: tls.published(), labels: getLabels() };
+          });
+          try {
+            withLabels(labels(11), () => {});
+          } catch (err) {
+            seen.over = err;
+          }
+          span.end();
+        });
+        // The labels first, then the span.
+        for (const n of [7, 9, 10]) {
+          seen.labelsFirst[n] = withLabels(labels(n), () => tracer.startActiveSpan('inner', (span) => {
+            const got = { published: tls.published(), labels: getLabels(), ids: idsOf(span) };
+            span.end();
+            return got;
+          }));
+        }
+        await tick(); // warnings are emitted on the next tick
+      } finally {
+        process.removeListener('warning', onWarning);
+      }
+      const { ids } = seen;
+      const root = { local_root_span_id: ids.span_id };
+      assert.deepEqual(seen.spanFirst[6].published, { ...labels(6), ...ids, ...root, span_name: 'outer' }, '6 + 4 fit');
+      assert.deepEqual(seen.spanFirst[7].published, { ...labels(7), ...ids, ...root }, 'the name gives way first');
+      assert.deepEqual(seen.spanFirst[8].published, { ...labels(8), ...ids }, 'then the local root');
+      assert.deepEqual(seen.spanFirst[9].published, labels(9), 'then the ids, together');
+      assert.deepEqual(seen.spanFirst[10].published, labels(10));
+      assert.deepEqual(seen.entered.published, { e: '1', ...labels(8) }, 'enterLabels the same');
+      for (const s of [...Object.values(seen.spanFirst), seen.entered]) assert.deepEqual(s.labels, s.published, 'getLabels() agrees');
+      assert.ok(seen.over instanceof RangeError, 'eleven labels of the caller\'s throw');
+      assert.match(seen.over.message, /^withLabels: a label set holds at most 10 labels; this one would hold 11 of its own, besides 4 span labels/);
+      // The other order, as before: the span's labels give way.
+      assert.deepEqual(seen.labelsFirst[7].published, { ...labels(7), ...seen.labelsFirst[7].ids, local_root_span_id: seen.labelsFirst[7].ids.span_id });
+      assert.deepEqual(seen.labelsFirst[9].published, labels(9));
+      assert.deepEqual(seen.labelsFirst[10].published, labels(10));
+      for (const s of Object.values(seen.labelsFirst)) assert.deepEqual(s.labels, s.published, 'getLabels() agrees');
+      const dropped = warnings.filter((w) => w.code === 'CUSTOMLABELS_SPAN_LABELS_DROPPED').map((w) => w.message);
+      assert.ok(dropped.some((m) => /with the span's labels this one would hold 11\), so that context runs without span_name \(its local_root_span_id, trace_id and span_id are kept\)/.test(m)), dropped.join('\n'));
+      assert.ok(dropped.some((m) => /with the span's labels this one would hold 13\), so that context runs without span labels \(span_name, local_root_span_id, trace_id, span_id\)/.test(m)), dropped.join('\n'));
+      assert.equal(new Set(dropped).size, dropped.length, 'each warning once');
     });
   });
 

@@ -21,8 +21,9 @@
 // Node.js schema (otel_thread_ctx_nodejs_v1) walk the frame to the store
 // and read field 1.  A record is written whole before its store can be
 // current anywhere, and never changed: a set is never rewritten, and a new
-// span or label makes a new set.  A set written before records were on gets
-// its record the next time it is made current (attach()).
+// span or label makes a new set.  Sets written before records were on in
+// this thread get theirs when records turn on here (attachAll()): no hook
+// sees a set made current again after an await.
 //
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
 // Each store object references its LabelSet (`set`), and the set its
@@ -34,7 +35,8 @@
 // its isolate.
 
 const { LIMITS } = require('../checks');
-const { recordsOn, recordBytes, writeRecord } = require('../record');
+const { LabelSet } = require('../labelset');
+const { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
 const RECORD = 40;
@@ -91,6 +93,72 @@ function newChunk() {
   keys = new Map();
   byPosition = [];
   next = POOL; // the pool's records were in the old chunk
+}
+
+// Whether this thread wrote a set while records were off: if not, there
+// is nothing for attachAll() to find.
+let writtenWithout = false;
+
+// Records turned on in this thread: every set written before that and
+// still reachable, wherever it is current or waits to be (an await, a
+// timer, a closure), gets its record now (attach()), before it can be
+// current again.  Keeping a list of the sets written while records are off
+// would cost every set: strong references pin each chunk's objects beside
+// its bytes (bench/frame-rss.js 12 on Node.js 24: RSS 590 MB against
+// 230 MB), and a WeakRef per set halved its flows per second.  So the sets
+// are found once, here, in the heap: V8's query of the objects whose
+// prototype is LabelSet's, through the inspector protocol
+// (Runtime.queryObjects, which collects garbage first), run synchronously
+// in this thread.  Its cost is a full collection and a walk of the heap,
+// once per thread, and only where a set was written before
+// (writtenWithout): about 0.3 to 0.4 s with 10,000 flows waiting on
+// timers, 2.7 s with 100,000, on Node.js 24 (a busy 2-core VM).  Where the
+// query cannot run (Node.js built without the inspector, --permission
+// without --allow-inspector, the package loaded in another realm than the
+// thread's main one), a set gets its record only when withLabels or
+// enterLabels makes it current from another set (lib/context/frame.js
+// storeOf()), not after an await or an inner withLabels.
+
+function attachAll() {
+  if (!writtenWithout) return;
+  const found = liveSets();
+  if (found === null) return;
+  for (let i = 0; i < found.length; i++) {
+    const set = found[i];
+    if (set.store !== null && set.store.otel === undefined) attach(set);
+  }
+}
+
+const QUERY = Symbol.for('customlabels.frameSetsQuery');
+
+// Every LabelSet still reachable in this thread, or null where the
+// inspector is not there to say.
+function liveSets() {
+  let inspector;
+  try {
+    inspector = require('node:inspector');
+  } catch {
+    return null;
+  }
+  const session = new inspector.Session();
+  let found = null;
+  try {
+    session.connect();
+    const name = `globalThis[Symbol.for(${JSON.stringify(QUERY.description)})]`;
+    globalThis[QUERY] = LabelSet.prototype;
+    let proto = null;
+    session.post('Runtime.evaluate', { expression: name }, (err, r) => { if (!err) proto = r.result.objectId; });
+    let list = null;
+    if (proto) session.post('Runtime.queryObjects', { prototypeObjectId: proto }, (err, r) => { if (!err) list = r.objects.objectId; });
+    globalThis[QUERY] = (sets) => { found = sets; };
+    if (list) session.post('Runtime.callFunctionOn', { objectId: list, functionDeclaration: `function () { ${name}(this); }` });
+  } catch {
+    found = null;
+  } finally {
+    delete globalThis[QUERY];
+    session.disconnect();
+  }
+  return found;
 }
 
 function refill() {
@@ -202,6 +270,8 @@ function write(set, ascii) {
     // The record is in the set's own chunk; store.otel says it has one.
     store.otel = buf;
     native.setOtel(store, otel);
+  } else {
+    writtenWithout = true;
   }
   set.store = store;
   store.set = set;
@@ -268,6 +338,7 @@ const writer = {
 // writer for lib/labelset.js (useWriter).
 function start(v8) {
   native = v8;
+  whenRecordsTurnOn(attachAll);
   newChunk();
   return writer;
 }

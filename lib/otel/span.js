@@ -39,19 +39,28 @@ const enterSpan = internal !== undefined ? internal.enterSpan
 const currentSpan = internal !== undefined ? internal.currentSpan : () => null;
 
 // Said once for each way a span's labels were cut: which labels a context
-// ran without (at most one entry per optional label, and one for all).
+// ran without (at most one entry per optional label, and one for all), for
+// a span entered inside labels and for labels set inside a span (`order`).
 const warned = new Set();
-function warnDropped(err, { dropped, kept }) {
+function warnDropped(err, { dropped, kept }, order = 'span inside labels') {
   const what = dropped.join(', ');
-  if (warned.has(what)) return;
-  warned.add(what);
+  if (warned.has(`${order}: ${what}`)) return;
+  warned.add(`${order}: ${what}`);
   const outcome = kept.length > 0
-    ? `so that context runs without ${what} (its ${kept.join(' and ')} are kept)`
+    ? `so that context runs without ${what} (its ${kept.length > 1 ? `${kept.slice(0, -1).join(', ')} and ${kept[kept.length - 1]} are` : `${kept[0]} is`} kept)`
     : `so that context runs without span labels (${what})`;
   process.emitWarning(
     `customlabels/otel: a span's labels did not fit in the current label set (${err.message}), ${outcome}. ` +
     'Set fewer labels with withLabels, or turn span labels off in spanLabels options.',
     { code: 'CUSTOMLABELS_SPAN_LABELS_DROPPED' });
+}
+
+// The other order: withLabels (or enterLabels) inside a span, with labels
+// that fit alone but not beside the span's, whose labels then gave way
+// (lib/labelset.js spanGivesWay): `total` labels were asked for.
+function spanGaveWay(who, total, dropped, kept) {
+  const err = new RangeError(`${who}: a label set holds at most ${limits.maxLabels} labels; with the span's labels this one would hold ${total}`);
+  warnDropped(err, { dropped, kept }, 'labels inside a span');
 }
 
 // ---------------------------------------------------------------------------
@@ -145,6 +154,7 @@ class SpanEntries {
   #roots = null; // the local roots, when that label is on
   #optional; // the keys of the optional labels on, in the order they are given up
   #ids; // the keys of the id labels on
+  #labelKeys; // the keys of every span label on, in the order they give way
   #lastSpan; // the span whose entry of() made last, its name then, and the entry
   #lastName;
   #lastEntry;
@@ -161,6 +171,9 @@ class SpanEntries {
     // enclosing ones: the ids are what links a profile to a trace.
     this.#optional = [keys.spanName, keys.localRootSpanId].filter((key) => key !== null);
     this.#ids = [keys.traceId, keys.spanId].filter((key) => key !== null);
+    // The same order for a set that labels made too big around the span
+    // (lib/labelset.js spanGivesWay).
+    this.#labelKeys = Object.freeze([...this.#optional, ...this.#ids]);
   }
 
   // What to run with when the span labels of `entry` did not fit: the same
@@ -214,7 +227,9 @@ class SpanEntries {
     const flags = typeof sc.traceFlags === 'number' ? sc.traceFlags & 0xff : 0;
     return Object.freeze({
       labels,
-      span: Object.freeze({ traceId, spanId, flags, traceKey: keys.traceId, spanKey: keys.spanId }),
+      span: Object.freeze({
+        traceId, spanId, flags, traceKey: keys.traceId, spanKey: keys.spanId, labelKeys: this.#labelKeys, dropped: spanGaveWay,
+      }),
     });
   }
 }

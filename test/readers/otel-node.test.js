@@ -13,7 +13,11 @@
 // - Parca Agent's path (corrected) reads the labels through field 0 of the
 //   same store;
 // - the record's bytes are those hooks mode publishes for the same labels
-//   and span (the same child in hooks mode).
+//   and span (the same child in hooks mode);
+// - a set made before enableThreadContext() gets its record as soon as it
+//   is current again: after an await, in a timer, after an inner withLabels
+//   returns, inside withLabels() with the same labels
+//   (test/fixtures/frame_otel_late.js), as in hooks mode.
 
 const assert = require('node:assert/strict');
 const { execFileSync, spawnSync } = require('node:child_process');
@@ -45,11 +49,19 @@ function run(tp, publish, enable = '1') {
   return JSON.parse(r.stdout);
 }
 
+function runLate(tp, publish) {
+  const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_otel_late.js'), tp],
+    { encoding: 'utf8', cwd: ROOT, timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: publish } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
 describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk, PR #1861 design)', function () {
   this.timeout(180000);
   let frame;
   let hooks;
   let off;
+  let late;
 
   before(function () {
     if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
@@ -78,6 +90,7 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
       }
       hooks = run(tp, 'hooks');
       off = run(tp, 'frame', '0');
+      late = { frame: runLate(tp, 'frame'), hooks: runLate(tp, 'hooks') };
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
@@ -144,6 +157,20 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
         assert.equal(s.outcome, 'no record', `${t} after ${hop}`);
       }
       assert.equal(r.inside.parca.labels.thread, t, `${t}: the labels are published all the same`);
+    }
+  });
+
+  it('a set made before enableThreadContext() is read with its record once current again: after an await, in a timer, after an inner withLabels, in withLabels() with the same labels, in a worker, as in hooks mode', function () {
+    const expected = {
+      cached: '/cached', await: '/await', timer: '/timer', inner: '/outer', same: '/same', entered: '/entered', worker: '/worker',
+    };
+    for (const mode of ['frame', 'hooks']) {
+      const r = late[mode];
+      assert.equal(r.mode, mode);
+      assert.notEqual(r.reads.before.outcome, 'record', `${mode}: no record before the call`);
+      for (const [flow, route] of Object.entries(expected)) {
+        assert.deepEqual(r.reads[flow], { outcome: 'record', labels: { route } }, `${mode}: ${flow}`);
+      }
     }
   });
 
