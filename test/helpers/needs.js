@@ -15,9 +15,8 @@
 // tools.  With CUSTOMLABELS_TEST_STRICT=1 (.ci/run sets it) a missing tool
 // fails the test instead: CI must run everything a package can bring.  A
 // missing machine feature skips either way.  With CUSTOMLABELS_TEST_QUICK=1
-// (`npm run test:quick`, .mocharc.quick.js) the tests that need a cross
-// compiler or qemu skip even where it is installed: the quick tier
-// leaves them to `npm test`.
+// (`npm run test:quick`) the tests that need a tool of the quick tier's
+// list (test/helpers/quick.js) skip even where it is installed.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -25,6 +24,7 @@ const { spawnSync } = require('node:child_process');
 
 const STRICT = process.env.CUSTOMLABELS_TEST_STRICT === '1';
 const QUICK = process.env.CUSTOMLABELS_TEST_QUICK === '1';
+const quick = require('./quick');
 
 // Each tool: the group it is reported under and the Debian packages that
 // bring it.  A cross compiler also needs its libc headers, which
@@ -40,18 +40,16 @@ const TOOLS = {
     group: 'cross compiler for arm64',
     packages: ['gcc-aarch64-linux-gnu', 'libc6-dev-arm64-cross'],
     probe: CROSS_PROBE,
-    slow: 'cross-compiling',
   },
   'x86_64-linux-gnu-gcc': {
     group: 'cross compiler for x64',
     packages: ['gcc-x86-64-linux-gnu', 'libc6-dev-amd64-cross'],
     probe: CROSS_PROBE,
-    slow: 'cross-compiling',
   },
   // C++ cross compilers: frame mode's companion (src/frame.cc).
-  'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'], slow: 'cross-compiling' },
-  'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'], slow: 'cross-compiling' },
-  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'], slow: 'qemu' },
+  'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'] },
+  'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'] },
+  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'] },
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
@@ -110,9 +108,9 @@ function aptLine(packages) {
 
 // Skips (or, strict, fails) unless every tool is on PATH.
 function tool(ctx, ...names) {
-  const slow = QUICK ? names.filter((name) => TOOLS[name]?.slow) : [];
+  const slow = QUICK ? names.filter((name) => quick.tools[name]) : [];
   if (slow.length > 0) {
-    const what = [...new Set(slow.map((name) => TOOLS[name].slow))].join(' and ');
+    const what = [...new Set(slow.map((name) => quick.tools[name]))].join(' and ');
     feature(ctx, 'test:quick', `npm run test:quick leaves out ${what}; npm test runs it`);
   }
   const missing = names.filter((name) => !have(name));
