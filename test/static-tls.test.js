@@ -21,7 +21,7 @@ const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const native = require('../lib/internals').addon;
 const needs = require('./helpers/needs');
-const { threadPointerAddon } = require('./helpers/descriptor');
+const { threadPointerAddon, peek } = require('./helpers/descriptor');
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -58,19 +58,6 @@ function readelf(file, ...args) {
   const r = spawnSync('readelf', ['-W', ...args, file], { encoding: 'utf8' });
   assert.equal(r.status, 0, `readelf ${args.join(' ')} ${file} failed: ${r.error ?? r.stderr}`);
   return r.stdout;
-}
-
-// This process's memory, read as a debugger would, but from inside: no
-// ptrace.  (Under qemu-user, guest addresses are the emulator's own.)
-function peek(address, length) {
-  const fd = fs.openSync('/proc/self/mem', 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    assert.equal(fs.readSync(fd, buf, 0, length, Number(address)), length, `read ${length} bytes at 0x${address.toString(16)}`);
-    return buf;
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 function mappings() {

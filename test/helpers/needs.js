@@ -8,6 +8,7 @@
 //                                        watchpoints, ptrace under emulation,
 //                                        a Node.js version)
 //   needs.platform(this, arches)         Linux on one of these architectures
+//   needs.frameMode(this)                the package publishing in frame mode
 //
 // Called from an `it`, the test skips; from a `before`, its whole describe.
 // The reason is printed at once, and test/helpers/skip-summary.js prints one
@@ -142,6 +143,26 @@ function platform(ctx, arches = ['x64', 'arm64']) {
   feature(ctx, 'platform', `runs on Linux ${names} only (this is ${process.platform} ${process.arch})`);
 }
 
+// Skips unless the package publishes in frame mode in a process that this
+// Node.js starts with CUSTOMLABELS_PUBLISH=frame and this process's flags
+// (so that Node 22 runs it where the suite runs with
+// --experimental-async-context-frame): Linux x86-64 or aarch64, Node 22+,
+// AsyncContextFrame on, and the companion built for this Node.js
+// (test/fixtures/frame_mode.js says why not).
+const FRAME_MODE = path.join(__dirname, '..', 'fixtures', 'frame_mode.js');
+function frameMode(ctx) {
+  platform(ctx);
+  if (Number(process.versions.node.split('.')[0]) < 22) {
+    feature(ctx, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+  }
+  const probe = spawnSync(process.execPath, [...process.execArgv, '-e',
+    `process.stdout.write(JSON.stringify(require(${JSON.stringify(FRAME_MODE)}).frameMode().why))`],
+  { encoding: 'utf8', env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' }, timeout: 60000 });
+  if (probe.status !== 0) throw new Error(`the frame-mode probe failed: ${probe.error ?? probe.stderr}`);
+  const why = JSON.parse(probe.stdout);
+  if (why) feature(ctx, why.feature, why.reason);
+}
+
 // The line test/helpers/skip-summary.js prints, or null if nothing was skipped.
 function summary() {
   if (skipped.size === 0) return null;
@@ -152,4 +173,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, summary };
+module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, frameMode, summary };
