@@ -14,7 +14,7 @@ const { execFile } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
-const { emulated } = require('./helpers/emulation');
+const { skipUnderEmulation, why } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { killAll, startFixture } = require('./helpers/children');
 
@@ -36,7 +36,7 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
 
   before(function () {
     needs.platform(this);
-    if (emulated) needs.feature(this, 'under emulation', 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which customlabels-dump needs');
+    skipUnderEmulation(this, why.dump);
     if (!fs.existsSync(DUMP)) needs.feature(this, 'customlabels-dump', 'build/Release/customlabels-dump is not built (npm install builds it)');
     needs.frameMode(this);
   });

@@ -413,27 +413,21 @@ describe('external view (readelf, gdb)', function () {
       assert.equal(set.count, Object.keys(set.labels).length, 'count is the number of labels');
     }
 
-    it('reads the main thread\'s labels, as the child set them', function () {
-      const { reported, seen } = role('main');
-      assert.equal(reported.tid, child.pid, 'the main thread\'s tid is the pid');
-      assert.equal(seen.error, undefined);
-      const expected = { route: '/main', user: '7', span: 'é✓ 漢' };
-      assert.deepEqual(reported.labels, expected, 'getLabels() in the child');
-      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
-      assert.equal(seen.pointer, reported.address, 'the published pointer');
-      assertCompact(seen.set);
-    });
-
-    it('reads the worker\'s labels, as the worker set them', function () {
-      const { reported, seen } = role('inside');
-      assert.notEqual(reported.tid, child.pid);
-      assert.equal(seen.error, undefined);
-      const expected = { route: '/worker', job: 'w1', empty: '' };
-      assert.deepEqual(reported.labels, expected, 'getLabels() in the worker');
-      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
-      assert.equal(seen.pointer, reported.address, 'the published pointer');
-      assertCompact(seen.set);
-    });
+    for (const [name, whose, who, expected] of [
+      ['main', 'the main thread\'s', 'the child', { route: '/main', user: '7', span: 'é✓ 漢' }],
+      ['inside', 'the worker\'s', 'the worker', { route: '/worker', job: 'w1', empty: '' }],
+    ]) {
+      it(`reads ${whose} labels, as ${who} set them`, function () {
+        const { reported, seen } = role(name);
+        // The main thread's tid is the pid.
+        assert.equal(reported.tid === child.pid, name === 'main', `tid ${reported.tid}, pid ${child.pid}`);
+        assert.equal(seen.error, undefined);
+        assert.deepEqual(reported.labels, expected, `getLabels() in ${who}`);
+        assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
+        assert.equal(seen.pointer, reported.address, 'the published pointer');
+        assertCompact(seen.set);
+      });
+    }
 
     it('reads NULL on every thread that is not inside withLabels', function () {
       const outside = role('outside');
