@@ -27,9 +27,8 @@
 // the seven steps is in otel-node.test.js.
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const needs = require('../helpers/needs');
 const { threadPointerAddon } = require('../helpers/descriptor');
@@ -128,12 +127,10 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
   before(async function () {
     needs.frameMode(this);
     skipUnderEmulation(this, why.dump);
-    needs.tool(this, 'gcc', 'mkfifo');
+    needs.tool(this, CC, 'mkfifo');
     const memory = require('./support/memory');
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
     const tp = threadPointerAddon();
-    const probe = path.join(tmp, 'ptrace_probe');
-    execFileSync('gcc', ['-std=gnu11', '-O2', '-o', probe, path.join(__dirname, 'support', 'ptrace_probe.c')]);
+    const probe = memory.probe();
     const { spawn } = require('node:child_process');
     const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_parked.js'), tp],
       { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
@@ -147,7 +144,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
         child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
       });
       const reported = JSON.parse(line).threads;
-      const mem = memory.outside(probe, child.pid, tmp);
+      const mem = memory.outside(probe.file, child.pid, probe.dir);
       const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
       for (const tid of tids) mem.stop(tid);
       try {
@@ -170,7 +167,6 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
       }
     } finally {
       child.kill('SIGKILL');
-      fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
 
