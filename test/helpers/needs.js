@@ -15,17 +15,13 @@
 // line at the end with every group skipped and the apt-get line for the
 // tools.  With CUSTOMLABELS_TEST_STRICT=1 (.ci/run sets it) a missing tool
 // fails the test instead: CI must run everything a package can bring.  A
-// missing machine feature skips either way.  With CUSTOMLABELS_TEST_QUICK=1
-// (`npm run test:quick`) the tests that need a tool of the quick tier's
-// list (test/helpers/quick.js) skip even where it is installed.
+// missing machine feature skips either way.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const STRICT = process.env.CUSTOMLABELS_TEST_STRICT === '1';
-const QUICK = process.env.CUSTOMLABELS_TEST_QUICK === '1';
-const quick = require('./quick');
 
 // Each tool: the group it is reported under and the Debian packages that
 // bring it.  A cross compiler also needs its libc headers, which
@@ -109,11 +105,6 @@ function aptLine(packages) {
 
 // Skips (or, strict, fails) unless every tool is on PATH.
 function tool(ctx, ...names) {
-  const slow = QUICK ? names.filter((name) => quick.tools[name]) : [];
-  if (slow.length > 0) {
-    const what = [...new Set(slow.map((name) => quick.tools[name]))].join(' and ');
-    feature(ctx, 'test:quick', `npm run test:quick leaves out ${what}; npm test runs it`);
-  }
   const missing = names.filter((name) => !have(name));
   if (missing.length === 0) return;
   const known = missing.map((name) => TOOLS[name] ?? { group: name, packages: [name] });
@@ -173,4 +164,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, frameMode, summary };
+module.exports = { STRICT, TOOLS, have, tool, feature, platform, frameMode, summary };
