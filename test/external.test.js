@@ -97,16 +97,18 @@ function lineReader(stream) {
       closed = true;
       for (const w of waiters.slice()) w.check();
     });
-  function wait(prefix, ms, what) {
+  // Resolves with find()'s value once it has one (undefined: not yet);
+  // `line` names what is awaited, `another` the same after "before".
+  function waitFor(find, ms, what, line, another) {
     return new Promise((resolve, reject) => {
       const w = {
         check() {
-          const line = lines.find((l) => l.startsWith(prefix));
-          if (line !== undefined) done(null, line.slice(prefix.length));
-          else if (closed) done(new Error(`${what}: stream closed before a ${JSON.stringify(prefix)} line`));
+          const value = find();
+          if (value !== undefined) done(null, value);
+          else if (closed) done(new Error(`${what}: stream closed before ${another}`));
         },
       };
-      const timer = setTimeout(() => done(new Error(`${what}: no ${JSON.stringify(prefix)} line within ${ms} ms`)), ms);
+      const timer = setTimeout(() => done(new Error(`${what}: no ${line} within ${ms} ms`)), ms);
       function done(err, value) {
         clearTimeout(timer);
         waiters.splice(waiters.indexOf(w), 1);
@@ -117,26 +119,10 @@ function lineReader(stream) {
       w.check();
     });
   }
+  const wait = (prefix, ms, what) => waitFor(() => lines.find((l) => l.startsWith(prefix))?.slice(prefix.length),
+    ms, what, `${JSON.stringify(prefix)} line`, `a ${JSON.stringify(prefix)} line`);
   let taken = 0;
-  function next(ms, what) {
-    return new Promise((resolve, reject) => {
-      const w = {
-        check() {
-          if (taken < lines.length) done(null, lines[taken++]);
-          else if (closed) done(new Error(`${what}: stream closed before another line`));
-        },
-      };
-      const timer = setTimeout(() => done(new Error(`${what}: no line within ${ms} ms`)), ms);
-      function done(err, value) {
-        clearTimeout(timer);
-        waiters.splice(waiters.indexOf(w), 1);
-        if (err) reject(err);
-        else resolve(value);
-      }
-      waiters.push(w);
-      w.check();
-    });
-  }
+  const next = (ms, what) => waitFor(() => (taken < lines.length ? lines[taken++] : undefined), ms, what, 'line', 'another line');
   return { lines, wait, next };
 }
 
