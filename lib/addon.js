@@ -28,7 +28,7 @@ const { LIMITS } = require('./checks');
 // calls on the addon (src/customlabels.h CL_BINDING_VERSION).
 const LAYOUT = {
   maxLabels: LIMITS.maxLabels,
-  binding: 1, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  binding: 2, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
   align: 8, otelRecordHeader: 28,
 };
@@ -373,8 +373,7 @@ if (binding) binding.markThread(threadId);
 // module stays loaded for the life of the process (src/abi.c), so where it
 // lands does not change: the first thread in the process to load it says
 // so, once.
-const tls = binding ? binding.tls() : null;
-if (tls !== null && tls.warn) {
+if (binding && binding.claimDynamicTlsWarning()) {
   process.emitWarning(
     `${file} is in dynamic TLS: eBPF profilers cannot read its labels, which the package still publishes for ` +
     'readers that use the thread\'s DTV (customlabels-dump, gdb). glibc ran out of the static TLS it keeps for ' +

@@ -181,11 +181,10 @@ bool cl_stay_loaded(void) {
  * compiler's own accesses use (one GOT entry per symbol), so this reads
  * exactly the word a reader reads.
  */
-bool cl_static_tls(long *offset) {
+bool cl_static_tls(void) {
   uintptr_t slot = (uintptr_t)cl_slot(); /* resolves the descriptor, if lazily bound */
   uintptr_t tp;
   uintptr_t word = cl_slot_descriptor_word(&tp);
-  *offset = (long)word;
   return tp + word == slot;
 }
 

@@ -17,22 +17,24 @@
 #include "customlabels.h"
 #include "otel.h"
 
-/* What writeSet's caller writes before each call, and reads back after it
- * (lib/abi.js): the block's offset and end in the arena, then label i's
- * key place (offset * 64 + length, in the key area) or CL_NO_PLACE.  On
- * return, [0] is where the set's last string ends, or CL_NOT_WRITTEN.
- * Numbers pass through this memory rather than as arguments: reading a
- * number argument, and making the number returned, are Node-API calls. */
-#define CL_NO_PLACE 0xffffffffu
-#define CL_NOT_WRITTEN 0xffffffffu
-enum { CL_REQUEST_WORDS = 2 + CL_MAX_LABELS };
+/* The write arguments: what writeSet's caller writes before each call, and
+ * reads back after it (lib/abi.js, under the same names): [0] and [1] the
+ * block's offset and end in the arena, [CL_KEY_PLACES + i] label i's key
+ * place (offset * 64 + length, in the key area) or CL_NOT_IN_KEY_AREA.  On
+ * return, [0] is where the set's last string ends, or CL_REFUSED (all ones,
+ * as the WebAssembly writer's -1, src/setwriter.wat).  Numbers pass through
+ * this memory rather than as arguments: reading a number argument, and
+ * making the number returned, are Node-API calls. */
+#define CL_NOT_IN_KEY_AREA 0xffffffffu
+#define CL_REFUSED 0xffffffffu
+enum { CL_KEY_PLACES = 2, CL_WRITE_ARGS_WORDS = CL_KEY_PLACES + CL_MAX_LABELS };
 
 typedef struct {
   cl_arena_t arena;
   /* The ArrayBuffer of adopted arena memory (adoptArena), or NULL: held so
    * that the memory outlives every pointer the thread may publish into it. */
   napi_ref adopted;
-  uint32_t request[CL_REQUEST_WORDS];
+  uint32_t write_args[CL_WRITE_ARGS_WORDS];
   /* Where Parca Agent reads this thread's pointer, when that is not the
    * slot (src/arch_aarch64.c), or NULL; cleared with the slot at teardown. */
   custom_labels_labelset_t **copy;
@@ -198,27 +200,27 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
 }
 
 /*
- * request(): an ArrayBuffer over this environment's request words (above).
+ * writeArgs(): an ArrayBuffer over this environment's write arguments (above).
  * Like the arena's, it is a window onto memory the state owns, valid until
  * the environment is torn down.
  */
-static napi_value request_buffer(napi_env env, napi_callback_info info) {
+static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, NULL, NULL);
   if (state == NULL) return NULL;
   napi_value result;
-  CALL(env, napi_create_external_arraybuffer(env, state->request, sizeof(state->request),
+  CALL(env, napi_create_external_arraybuffer(env, state->write_args, sizeof(state->write_args),
                                              NULL, NULL, &result));
   return result;
 }
 
 /*
  * writeSet(key, value, ...): writes the set of those labels into the
- * arena's block [request[0], request[1]) (cl_labelset_write_ascii), and
- * leaves in request[0] where its last string ends, or CL_NOT_WRITTEN when
+ * arena's block [args[0], args[1]) (cl_labelset_write_ascii), and leaves
+ * in args[0] where its last string ends, or CL_REFUSED when
  * it did not write it: a string not ASCII, or anything that is not what
  * lib/abi.js passes.  Returns undefined.  Strings come as arguments, not
  * as an array: reading an array's elements through Node-API would cost a
- * call per element.  A key whose place is in request[2 + i] is not read:
+ * call per element.  A key whose place is in args[CL_KEY_PLACES + i] is not read:
  * its entry points at its bytes in the arena's key area (lib/abi.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
@@ -229,9 +231,9 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, &argc, argv);
   if (state == NULL) return NULL;
   const cl_arena_t *arena = &state->arena;
-  uint32_t *request = state->request;
-  uint32_t offset = request[0], end = request[1];
-  uint32_t result = CL_NOT_WRITTEN;
+  uint32_t *args = state->write_args;
+  uint32_t offset = args[0], end = args[1];
+  uint32_t result = CL_REFUSED;
   size_t n = argc / 2;
   if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
       offset <= end && end <= CL_ARENA_BYTES) {
@@ -240,8 +242,8 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
-      uint32_t place = (i & 1) == 0 ? request[2 + i / 2] : CL_NO_PLACE;
-      if (place != CL_NO_PLACE) {
+      uint32_t place = (i & 1) == 0 ? args[CL_KEY_PLACES + i / 2] : CL_NOT_IN_KEY_AREA;
+      if (place != CL_NOT_IN_KEY_AREA) {
         size_t at = place >> 6;
         len = place & 63;
         ok = len < CL_MAX_STRING_UNITS && at >= CL_KEY_AREA && at + len <= CL_ARENA_BYTES;
@@ -260,7 +262,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
     size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
     if (used != 0) result = offset + (uint32_t)used;
   }
-  request[0] = result;
+  args[0] = result;
   return NULL;
 }
 
@@ -466,23 +468,15 @@ static napi_value claim_publish_warning(napi_env env, napi_callback_info info) {
 }
 
 /*
- * tls(): { static, offset, warn } for this module's TLS block on the
- * calling thread: whether readers find custom_labels_current_set at the
- * thread pointer plus its descriptor's second word (src/abi.c), that word,
- * and whether this caller is the one in the process that warns when they
- * do not.
+ * claimDynamicTlsWarning(): true when readers do not find this thread's
+ * custom_labels_current_set at the thread pointer plus its descriptor's
+ * second word (the module is in dynamic TLS, src/abi.c) and this caller is
+ * the first in the process to ask: the one that warns (lib/addon.js).
  */
-static napi_value tls_placement(napi_env env, napi_callback_info info) {
+static napi_value claim_dynamic_tls_warning(napi_env env, napi_callback_info info) {
   (void)info;
-  long offset = 0;
-  bool is_static = cl_static_tls(&offset);
-  napi_value result, flag, warn;
-  CALL(env, napi_create_object(env, &result));
-  CALL(env, napi_get_boolean(env, is_static, &flag));
-  CALL(env, napi_set_named_property(env, result, "static", flag));
-  if (!set_number(env, result, "offset", (double)offset)) return NULL;
-  CALL(env, napi_get_boolean(env, !is_static && cl_claim_warning(CL_WARN_DYNAMIC_TLS), &warn));
-  CALL(env, napi_set_named_property(env, result, "warn", warn));
+  napi_value result;
+  CALL(env, napi_get_boolean(env, !cl_static_tls() && cl_claim_warning(CL_WARN_DYNAMIC_TLS), &result));
   return result;
 }
 
@@ -554,7 +548,7 @@ static napi_value layout(napi_env env) {
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   /* Before anything else: a module that Node unloads when this environment
    * ends would come back elsewhere in TLS (src/abi.c).  Where it cannot be
-   * kept, tls() still tells where it is. */
+   * kept, claimDynamicTlsWarning() still tells where it is. */
   cl_stay_loaded();
   /* Owner: the environment, through instance data; freed by destroy_state. */
   addon_state_t *state = malloc(sizeof(*state));
@@ -567,7 +561,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   state->mark = NULL;
   state->mark_bytes = 0;
   /* Nothing to write until lib/abi.js fills it in. */
-  for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
+  for (size_t i = 0; i < CL_WRITE_ARGS_WORDS; i++) state->write_args[i] = CL_NOT_IN_KEY_AREA;
   /* Module initialisation runs on the environment's own thread. */
   state->copy = cl_parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
@@ -588,9 +582,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetLayout", NULL, otel_set_layout, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
-      {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"claimDynamicTlsWarning", NULL, claim_dynamic_tls_warning, NULL, NULL, NULL, napi_enumerable, NULL},
       {"claimPublishWarning", NULL, claim_publish_warning, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, state},
+      {"writeArgs", NULL, write_args_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };

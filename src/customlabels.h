@@ -104,7 +104,6 @@ void cl_unpublish_within(const void *start, size_t bytes, custom_labels_labelset
 #define CL_TLS_COPY_END 16
 #endif
 #define CL_TLS_FRAME_FIRST CL_TLS_COPY_END
-#define CL_TLS_BLOCK_BYTES (CL_TLS_FRAME_FIRST + 48)
 
 /*
  * Frame mode's thread-locals, written only by the companion addon
@@ -150,9 +149,9 @@ bool cl_stay_loaded(void);
 /*
  * Whether readers find the calling thread's custom_labels_current_set at
  * the thread pointer plus the second word of this module's TLSDESC
- * descriptor, which is true in static TLS only; `offset` gets that word.
+ * descriptor, which is true in static TLS only.
  */
-bool cl_static_tls(long *offset);
+bool cl_static_tls(void);
 
 /*
  * The second word of this module's TLSDESC descriptor for
@@ -212,7 +211,7 @@ typedef void (*cl_peer_cb)(const cl_peer_t *peer, void *ctx);
  * says: a copy of the package uses another copy's loaded module instead of
  * its own only when this number, and the rest of the layout, agree
  * (lib/addon.js).  Raise it when a function lib/ calls changes. */
-#define CL_BINDING_VERSION 1
+#define CL_BINDING_VERSION 2
 size_t cl_peers(cl_peer_cb emit, void *ctx);
 
 /*
