@@ -364,13 +364,13 @@ if (binding) {
 
 // Readers outside the process tell this thread from the others by Node's
 // threadId, which Node 20 and 22 do not put in the thread's name
-// (src/abi.c cl_thread_mark).
+// (src/thread_mark.c).
 if (binding) binding.markThread(threadId);
 
 // glibc puts a dlopen()ed module in static TLS only while its surplus for
 // such modules lasts; past that, in dynamic TLS, where eBPF profilers read
 // garbage instead of the labels and nothing else would show it.  The
-// module stays loaded for the life of the process (src/abi.c), so where it
+// module stays loaded for the life of the process (src/placement.c), so where it
 // lands does not change: the first thread in the process to load it says
 // so, once.
 if (binding && binding.claimDynamicTlsWarning()) {

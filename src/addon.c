@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "customlabels.h"
+#include "internal.h"
 #include "otel.h"
 
 /* The write arguments: what writeSet's caller writes before each call, and
@@ -30,7 +30,7 @@
 enum { CL_KEY_PLACES = 2, CL_WRITE_ARGS_WORDS = CL_KEY_PLACES + CL_MAX_LABELS };
 
 typedef struct {
-  cl_arena_t arena;
+  cl__arena_t arena;
   /* The ArrayBuffer of adopted arena memory (adoptArena), or NULL: held so
    * that the memory outlives every pointer the thread may publish into it. */
   napi_ref adopted;
@@ -83,10 +83,10 @@ static addon_state_t *state_of(napi_env env, napi_callback_info info, size_t *ar
   return data;
 }
 
-/* Throws the message of `status` (cl_strerror) for what was being done. */
+/* Throws the message of `status` (cl__strerror) for what was being done. */
 static napi_value fail(napi_env env, const char *doing, int status) {
   char message[320];
-  snprintf(message, sizeof(message), "customlabels: %s: %s", doing, cl_strerror(status));
+  snprintf(message, sizeof(message), "customlabels: %s: %s", doing, cl__strerror(status));
   napi_throw_error(env, NULL, message);
   return NULL;
 }
@@ -102,7 +102,7 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
   /* The slot lives as long as the thread, which outlives its environment. */
-  CALL(env, napi_create_external_arraybuffer(env, cl_slot(), sizeof(void *),
+  CALL(env, napi_create_external_arraybuffer(env, cl__slot(), sizeof(void *),
                                              NULL, NULL, &result));
   return result;
 }
@@ -145,7 +145,7 @@ static napi_value parca_copy_buffer(napi_env env, napi_callback_info info) {
 static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, NULL, NULL);
   if (state == NULL) return NULL;
-  cl_status_t status = cl_arena_map(&state->arena);
+  cl_status_t status = cl__arena_map(&state->arena);
   if (status != CL_OK) return fail(env, "could not map this thread's label arena", status);
   uintptr_t base = (uintptr_t)state->arena.base;
   napi_value buffer, result;
@@ -185,7 +185,7 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
   /* The reference exists before the arena points into the buffer. */
   napi_ref ref;
   CALL(env, napi_create_reference(env, buffer, 1, &ref));
-  cl_status_t status = cl_arena_adopt(&state->arena, base);
+  cl_status_t status = cl__arena_adopt(&state->arena, base);
   if (status != CL_OK) {
     napi_delete_reference(env, ref);
     return fail(env, "could not adopt the set writer's memory as this thread's arena", status);
@@ -215,7 +215,7 @@ static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
 
 /*
  * writeSet(key, value, ...): writes the set of those labels into the
- * arena's block [args[0], args[1]) (cl_labelset_write_ascii), and leaves
+ * arena's block [args[0], args[1]) (cl__labelset_write_ascii), and leaves
  * in args[0] where its last string ends, or CL_REFUSED when
  * it did not write it: a string not ASCII, or anything that is not what
  * lib/abi.js passes.  Returns undefined.  Strings come as arguments, not
@@ -230,7 +230,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
   napi_value argv[2 * CL_MAX_LABELS + 1];
   addon_state_t *state = state_of(env, info, &argc, argv);
   if (state == NULL) return NULL;
-  const cl_arena_t *arena = &state->arena;
+  const cl__arena_t *arena = &state->arena;
   uint32_t *args = state->write_args;
   uint32_t offset = args[0], end = args[1];
   uint32_t result = CL_REFUSED;
@@ -238,7 +238,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
   if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
       offset <= end && end <= CL_ARENA_BYTES) {
     uint16_t units[2 * CL_MAX_LABELS][CL_MAX_STRING_UNITS + 1];
-    cl_units_t strings[2 * CL_MAX_LABELS];
+    cl__units_t strings[2 * CL_MAX_LABELS];
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
@@ -259,7 +259,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
       }
       strings[i].len = len;
     }
-    size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
+    size_t used = ok ? cl__labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
     if (used != 0) result = offset + (uint32_t)used;
   }
   args[0] = result;
@@ -285,7 +285,7 @@ static bool set_bool(napi_env env, napi_value object, const char *name, bool val
   return napi_get_boolean(env, value, &v) == napi_ok && napi_set_named_property(env, object, name, v) == napi_ok;
 }
 
-static void push_peer(const cl_peer_t *peer, void *opaque) {
+static void push_peer(const cl__peer_t *peer, void *opaque) {
   peers_ctx_t *ctx = opaque;
   if (ctx->failed) return;
   napi_value o, p;
@@ -306,7 +306,7 @@ static napi_value peers(napi_env env, napi_callback_info info) {
   (void)info;
   peers_ctx_t ctx = {env, NULL, 0, false};
   CALL(env, napi_create_array(env, &ctx.array));
-  cl_peers(push_peer, &ctx);
+  cl__peers(push_peer, &ctx);
   if (ctx.failed) {
     throw_status(env, "peers");
     return NULL;
@@ -319,7 +319,7 @@ static napi_value otel_slot_buffer(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
   /* Like slot(): the variable lives as long as the thread. */
-  CALL(env, napi_create_external_arraybuffer(env, cl_otel_slot(), sizeof(void *), NULL, NULL,
+  CALL(env, napi_create_external_arraybuffer(env, cl__otel_slot(), sizeof(void *), NULL, NULL,
                                              &result));
   return result;
 }
@@ -463,26 +463,26 @@ static napi_value otel_key_index(napi_env env, napi_callback_info info) {
 static napi_value claim_publish_warning(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
-  CALL(env, napi_get_boolean(env, cl_claim_warning(CL_WARN_PUBLISH), &result));
+  CALL(env, napi_get_boolean(env, cl__claim_warning(CL_WARN_PUBLISH), &result));
   return result;
 }
 
 /*
  * claimDynamicTlsWarning(): true when readers do not find this thread's
  * custom_labels_current_set at the thread pointer plus its descriptor's
- * second word (the module is in dynamic TLS, src/abi.c) and this caller is
+ * second word (the module is in dynamic TLS, src/placement.c) and this caller is
  * the first in the process to ask: the one that warns (lib/addon.js).
  */
 static napi_value claim_dynamic_tls_warning(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
-  CALL(env, napi_get_boolean(env, !cl_static_tls() && cl_claim_warning(CL_WARN_DYNAMIC_TLS), &result));
+  CALL(env, napi_get_boolean(env, !cl__static_tls() && cl__claim_warning(CL_WARN_DYNAMIC_TLS), &result));
   return result;
 }
 
 /*
  * markThread(threadId): names this thread for readers outside the process
- * with Node's threadId (cl_thread_mark), once per environment; returns
+ * with Node's threadId (cl__thread_mark), once per environment; returns
  * whether it could.
  */
 static napi_value mark_thread(napi_env env, napi_callback_info info) {
@@ -492,7 +492,7 @@ static napi_value mark_thread(napi_env env, napi_callback_info info) {
   if (state == NULL) return NULL;
   int64_t id = 0;
   if (state->mark == NULL && argc == 1 && napi_get_value_int64(env, argv[0], &id) == napi_ok && id >= 0)
-    state->mark = cl_thread_mark((uint64_t)id, &state->mark_bytes);
+    state->mark = cl__thread_mark((uint64_t)id, &state->mark_bytes);
   napi_value result;
   CALL(env, napi_get_boolean(env, state->mark != NULL, &result));
   return result;
@@ -501,11 +501,11 @@ static napi_value mark_thread(napi_env env, napi_callback_info info) {
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
-  cl_thread_unmark(state->mark, state->mark_bytes);
+  cl__thread_unmark(state->mark, state->mark_bytes);
   /* The thread's pointers into the arena are cleared before its memory is
    * unmapped, or, adopted, may be freed with its buffer. */
-  if (state->arena.base != NULL) cl_unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
-  cl_arena_destroy(&state->arena);
+  if (state->arena.base != NULL) cl__unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
+  cl__arena_destroy(&state->arena);
   if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
@@ -547,23 +547,23 @@ static napi_value layout(napi_env env) {
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   /* Before anything else: a module that Node unloads when this environment
-   * ends would come back elsewhere in TLS (src/abi.c).  Where it cannot be
+   * ends would come back elsewhere in TLS (src/placement.c).  Where it cannot be
    * kept, claimDynamicTlsWarning() still tells where it is. */
-  cl_stay_loaded();
+  cl__stay_loaded();
   /* Owner: the environment, through instance data; freed by destroy_state. */
   addon_state_t *state = malloc(sizeof(*state));
   if (state == NULL) {
     napi_throw_error(env, NULL, "customlabels: out of memory");
     return NULL;
   }
-  cl_arena_init(&state->arena);
+  cl__arena_init(&state->arena);
   state->adopted = NULL;
   state->mark = NULL;
   state->mark_bytes = 0;
   /* Nothing to write until lib/abi.js fills it in. */
   for (size_t i = 0; i < CL_WRITE_ARGS_WORDS; i++) state->write_args[i] = CL_NOT_IN_KEY_AREA;
   /* Module initialisation runs on the environment's own thread. */
-  state->copy = cl_parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
+  state->copy = cl__parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
     free(state);
     throw_status(env, "napi_set_instance_data");

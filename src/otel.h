@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "customlabels.h"
+#include "internal.h"
 
-/* ---- Thread context (OTEP 4947), defined in src/abi.c ---- */
+/* ---- Thread context (OTEP 4947), defined in src/tls.c ---- */
 
 /* The record's fixed part: 28 bytes, packed, 2-byte aligned. */
 #define CL_OTEL_RECORD_HEADER 28
@@ -26,7 +26,7 @@
 extern __thread void *otel_thread_ctx_v1;
 
 /* Address of the calling thread's otel_thread_ctx_v1, for JavaScript. */
-void **cl_otel_slot(void);
+void **cl__otel_slot(void);
 
 /* ---- Process context (OTEP 4719), src/process_ctx.c ---- */
 

@@ -2,7 +2,7 @@
 ;; the JS String Builtins (Node 24 and later): it reads the values' strings
 ;; through wasm:js-string, with no Node-API call, and writes the set's
 ;; Custom Label ABI v1 bytes into the thread's arena, which is this module's
-;; memory (lib/setwriter.js).  It does what cl_labelset_write_ascii
+;; memory (lib/setwriter.js).  It does what cl__labelset_write_ascii
 ;; (src/labelset.c) does for a set whose keys are all in the arena's key
 ;; area: lib/abi.js uses one writer or the other, never both.
 ;;
