@@ -25,7 +25,7 @@ const { LIMITS } = require('./checks');
 // lib/record.js writes field by field.  The sizes lib/ takes from the addon
 // (the arena's, the record's largest) are checked against each other and
 // the label limits in layoutMismatch().  `binding`: the functions lib/
-// calls on the addon (src/customlabels.h CL_BINDING_VERSION).
+// calls on the addon (src/internal.h CL_BINDING_VERSION).
 const LAYOUT = {
   maxLabels: LIMITS.maxLabels,
   binding: 2, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,

@@ -74,7 +74,7 @@ function attributeBytes(keyBytes, valueBytes) {
 }
 
 // The process context's answers to a change it refused (cl_status_t,
-// src/customlabels.h).  A refused change changed nothing.
+// src/internal.h).  A refused change changed nothing.
 const ENOMEM = -1;
 const ETOOBIG = -2;
 const EINVAL = -4; // the count, from a copy of the addon that predates ETOOMANY

@@ -1,7 +1,9 @@
 /*
- * The thread-local objects readers look for: the Custom Label ABI v1 pair
- * and OTEP 4947's otel_thread_ctx_v1.  This file defines the module's entire
- * TLS block.  A block that small fits in the surplus glibc keeps for
+ * The thread-local objects readers look for, and the only C that touches
+ * them: the Custom Label ABI v1 pair, OTEP 4947's otel_thread_ctx_v1 and
+ * frame mode's three, their addresses for JavaScript and the companion,
+ * and clearing them before the memory they point into goes.  This file
+ * defines the module's entire TLS block.  A block that small fits in the surplus glibc keeps for
  * dlopen()ed modules, so the module lands in static TLS and each TLSDESC
  * descriptor holds a plain thread-pointer offset that eBPF readers can use.
  *
@@ -19,7 +21,9 @@
  *   F + 16  otel_thread_ctx_nodejs_v1        (32 bytes, exported)
  *
  * On x86-64 the first 16 bytes are the two variables in the order the
- * compiler gave them before; the block is 64 bytes.  Readers of the frame
+ * compiler gave them before.  The block (PT_TLS, readelf -l) is 64 bytes on
+ * x86-64 and 96 on aarch64: five exported thread-locals, each reached
+ * through a TLSDESC relocation, and the room.  Readers of the frame
  * thread-locals (Parca Agent's Node.js path, the OpenTelemetry Node.js
  * design) read them at TP + descriptor[1] on both architectures, which is
  * right for a module in static TLS.
