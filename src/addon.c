@@ -215,13 +215,14 @@ static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
 
 /*
  * writeSet(key, value, ...): writes the set of those labels into the
- * arena's block [args[0], args[1]) (cl__labelset_write_ascii), and leaves
- * in args[0] where its last string ends, or CL_REFUSED when
- * it did not write it: a string not ASCII, or anything that is not what
- * lib/abi.js passes.  Returns undefined.  Strings come as arguments, not
- * as an array: reading an array's elements through Node-API would cost a
- * call per element.  A key whose place is in args[CL_KEY_PLACES + i] is not read:
- * its entry points at its bytes in the arena's key area (lib/abi.js).
+ * arena's block [write_args[0], write_args[1]) (cl__labelset_write_ascii),
+ * and leaves in write_args[0] where its last string ends, or CL_REFUSED
+ * when it did not write it: a string not ASCII, or anything that is not
+ * what lib/abi.js passes.  Returns undefined.  Strings come as arguments,
+ * not as an array: reading an array's elements through Node-API would cost
+ * a call per element.  A key whose place is in write_args[CL_KEY_PLACES +
+ * i] is not read: its entry points at its bytes in the arena's key area
+ * (lib/abi.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
  */
@@ -231,8 +232,8 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, &argc, argv);
   if (state == NULL) return NULL;
   const cl__arena_t *arena = &state->arena;
-  uint32_t *args = state->write_args;
-  uint32_t offset = args[0], end = args[1];
+  uint32_t *write_args = state->write_args;
+  uint32_t offset = write_args[0], end = write_args[1];
   uint32_t result = CL_REFUSED;
   size_t n = argc / 2;
   if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
@@ -242,7 +243,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
-      uint32_t place = (i & 1) == 0 ? args[CL_KEY_PLACES + i / 2] : CL_NOT_IN_KEY_AREA;
+      uint32_t place = (i & 1) == 0 ? write_args[CL_KEY_PLACES + i / 2] : CL_NOT_IN_KEY_AREA;
       if (place != CL_NOT_IN_KEY_AREA) {
         size_t at = place >> 6;
         len = place & 63;
@@ -262,7 +263,7 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
     size_t used = ok ? cl__labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
     if (used != 0) result = offset + (uint32_t)used;
   }
-  args[0] = result;
+  write_args[0] = result;
   return NULL;
 }
 

@@ -546,7 +546,9 @@ static void commit_proposed(state_t *s, const proposed_t *p, size_t m) {
  */
 static int apply_proposed(state_t *s, proposed_t *p, size_t m) {
   if (m > CL_OTEL_MAX_RESOURCE) return CL_ETOOMANY;
-  cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE];
+  /* Zeroed: GCC inlines the encoder and cannot tell that it reads only the
+   * m set below (-Wmaybe-uninitialized).  A rare call; 4 KiB of stores. */
+  cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE] = {0};
   size_t bytes = 0;
   for (size_t i = 0; i < m; i++) {
     attrs[i] = p[i].attr;
