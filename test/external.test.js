@@ -286,11 +286,11 @@ describe('external view (readelf, gdb)', function () {
         assert.equal(by[name].type, 'TLS', `${name} type`);
         assert.equal(by[name].size, 8, `${name} size`);
       }
-      // src/abi.c's layout, which the copy for Parca Agent relies on.
+      // src/tls.c's layout, which the copy for Parca Agent relies on.
       assert.equal(by.otel_thread_ctx_v1.value, 0, 'otel_thread_ctx_v1 at the start of the TLS block');
       assert.equal(by.custom_labels_current_set.value, 8, 'custom_labels_current_set 8 bytes into the TLS block');
       // Frame mode's thread-locals after the room for Parca Agent's copy
-      // (aarch64) or right after the slot (x86-64): src/abi.c.
+      // (aarch64) or right after the slot (x86-64): src/tls.c.
       const frame = process.arch === 'arm64' ? 48 : 16;
       for (const [name, at, size] of [['custom_labels_als_identity_hash', 0, 4], ['custom_labels_als_handle', 8, 8],
         ['otel_thread_ctx_nodejs_v1', 16, 32]]) {

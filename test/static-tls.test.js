@@ -208,7 +208,7 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
 // package; each worker loads it, labels something and ends before the next
 // one starts.  Node unloads an addon when the last environment that loaded
 // it ends, and glibc takes each new load's static TLS out of a budget that
-// dlclose() does not refill (src/abi.c): unless the module stays loaded,
+// dlclose() does not refill (src/placement.c): unless the module stays loaded,
 // the 33rd load lands in dynamic TLS.  Every worker must find the module
 // where the first one did, and the last one's labels must read from
 // outside the process.
