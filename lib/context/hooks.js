@@ -17,7 +17,7 @@
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const v8 = require('node:v8');
-const { usesAsyncContextFrame, canSkipPromises } = require('../platform');
+const { usesAsyncContextFrame, canSkipPromises, contextFrameClass } = require('../platform');
 const { slot, parcaSlot, otelSlot } = require('../addon');
 const { recordsOn } = require('../record');
 const { EMPTY } = require('../labelset');
@@ -83,17 +83,89 @@ function after() {
   if (previous !== installed) install(previous);
 }
 
+// Following AsyncContextFrame's own exchanges.  With AsyncContextFrame, the
+// current set is the store of the frame V8 holds (its continuation-preserved
+// embedder data), and three kinds of code change that frame:
+// - V8, around a promise reaction: v8.promiseHooks (or async_hooks' promise
+//   hooks on Node 22) run once it has;
+// - Node's C++, around a callback from native code (I/O, message ports,
+//   HTTP parsers; InternalCallbackScope): async_hooks' before runs once it
+//   has, and after before it changes back;
+// - Node's JavaScript, through the statics `set` and `exchange` of its
+//   AsyncContextFrame class: AsyncLocalStorage's enterWith and run, and
+//   AsyncResource's runInAsyncScope (so AsyncResource.bind,
+//   EventEmitterAsyncResource, AsyncLocalStorage.bind and snapshot, and
+//   every library resource such as undici's request handlers or a
+//   connection pool's), and the loops of timers, immediates, ticks and
+//   unhandled rejections.  Some emit before first and exchange the frame
+//   after it (runInAsyncScope does, on Node 22 to 26; and some exchange
+//   with no hook at all), so a hook cannot see the frame they run.
+// So each of those two statics is wrapped, once per thread: after the
+// frame changes, the set of the new frame is published if it is not the
+// published one.  Node's JavaScript looks them up on the class at each
+// call (none keeps its own reference), so every JavaScript exchange is
+// seen.  A frame never changes its store for our AsyncLocalStorage (a frame
+// is copied to change a store; only disable() deletes from one, and ours is
+// never disabled), so the set of the last frame seen is kept with it, and a
+// change back to that frame costs two comparisons.
+let lastFrame = null;
+let lastSet;
+
+function follow(frame) {
+  let set = lastSet;
+  if (frame !== lastFrame) {
+    set = frame === undefined ? undefined : frame.get(storage);
+    lastFrame = frame;
+    lastSet = set;
+  }
+  if (set !== installed) install(set);
+}
+
+// Every thread has its own Node environment and its own frame class, so
+// wrapping it follows this thread.  A second realm of this thread that
+// loads the package finds the wrappers there (under a key of the isolate's
+// symbol registry) and adds its follower to them rather than wrapping
+// them again.
+const FOLLOWERS = Symbol.for('customlabels.frameFollowers');
+
+function followFrames(Frame) {
+  if (Object.hasOwn(Frame, FOLLOWERS)) {
+    Frame[FOLLOWERS].push(follow);
+    return;
+  }
+  const followers = [follow];
+  const set = Frame.set;
+  const exchange = Frame.exchange;
+  // The originals are called on the class, as Node calls them (on Node 22
+  // and 24, exchange calls this.set: the wrapped set follows the frame
+  // first, and the second look finds it the last frame seen).
+  Object.defineProperty(Frame, FOLLOWERS, { value: followers });
+  Frame.set = function set_(frame) {
+    set.call(this, frame);
+    for (let i = 0; i < followers.length; i++) followers[i](frame);
+  };
+  Frame.exchange = function exchange_(frame) {
+    const prior = exchange.call(this, frame);
+    for (let i = 0; i < followers.length; i++) followers[i](frame);
+    return prior;
+  };
+}
+
 // How the hooks are attached depends on the Node version, chosen once:
 // - With AsyncContextFrame (default from Node 24, opt-in on 22), V8 keeps the
 //   context of promise reactions itself and v8.promiseHooks see it, so
 //   promises go through v8.promiseHooks, and async_hooks, told not to track
-//   promises where it can be, covers callbacks (timers, I/O, nextTick...).
+//   promises where it can be, covers callbacks (timers, I/O, nextTick...),
+//   and the frame class's statics (above) cover the exchanges of Node's
+//   JavaScript.
 // - Otherwise AsyncLocalStorage itself runs on async_hooks, and one
 //   createHook covers promises and callbacks alike.
 let mechanism = null;
 
 function enable() {
-  if (usesAsyncContextFrame() && canSkipPromises()) {
+  const frames = usesAsyncContextFrame();
+  const Frame = frames ? contextFrameClass() : null;
+  if (frames && canSkipPromises()) {
     createHook({ before, after, trackPromises: false }).enable();
     v8.promiseHooks.onBefore(before);
     v8.promiseHooks.onAfter(after);
@@ -101,6 +173,10 @@ function enable() {
   } else {
     createHook({ before, after }).enable();
     mechanism = 'async_hooks';
+  }
+  if (Frame !== null) {
+    followFrames(Frame);
+    mechanism += ' + AsyncContextFrame.set/exchange';
   }
 }
 
@@ -114,7 +190,8 @@ function run(set, fn, prior) {
   const entered = set !== prior; // AsyncLocalStorage.run skips an unchanged store too
   const previous = installed;
   if (entered) storage.enterWith(set);
-  if (set !== previous) install(set);
+  // (With AsyncContextFrame, enterWith has published it already.)
+  if (set !== installed) install(set);
   try {
     return fn();
   } finally {
