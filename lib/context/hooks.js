@@ -110,8 +110,12 @@ function after() {
 // change back to that frame costs two comparisons.
 let lastFrame = null;
 let lastSet;
+// run and enter publish the set they enter themselves (on every Node):
+// while they call enterWith, following leaves it to them.
+let entering = false;
 
 function follow(frame) {
+  if (entering) return;
   let set = lastSet;
   if (frame !== lastFrame) {
     set = frame === undefined ? undefined : frame.get(storage);
@@ -123,9 +127,9 @@ function follow(frame) {
 
 // Every thread has its own Node environment and its own frame class, so
 // wrapping it follows this thread.  A second realm of this thread that
-// loads the package finds the wrappers there (under a key of the isolate's
-// symbol registry) and adds its follower to them rather than wrapping
-// them again.
+// loads the package (a vm context with a module registry of its own) finds
+// the wrappers there, under a key of the isolate's symbol registry, and
+// adds its follower to them rather than wrapping them again.
 const FOLLOWERS = Symbol.for('customlabels.frameFollowers');
 
 function followFrames(Frame) {
@@ -133,20 +137,24 @@ function followFrames(Frame) {
     Frame[FOLLOWERS].push(follow);
     return;
   }
-  const followers = [follow];
+  // This realm's follower is called directly (so that V8 can inline it),
+  // any other realm's from the list.
+  const more = [];
   const set = Frame.set;
   const exchange = Frame.exchange;
+  Object.defineProperty(Frame, FOLLOWERS, { value: more });
   // The originals are called on the class, as Node calls them (on Node 22
   // and 24, exchange calls this.set: the wrapped set follows the frame
   // first, and the second look finds it the last frame seen).
-  Object.defineProperty(Frame, FOLLOWERS, { value: followers });
   Frame.set = function set_(frame) {
     set.call(this, frame);
-    for (let i = 0; i < followers.length; i++) followers[i](frame);
+    follow(frame);
+    for (let i = 0; i < more.length; i++) more[i](frame);
   };
   Frame.exchange = function exchange_(frame) {
     const prior = exchange.call(this, frame);
-    for (let i = 0; i < followers.length; i++) followers[i](frame);
+    follow(frame);
+    for (let i = 0; i < more.length; i++) more[i](frame);
     return prior;
   };
 }
@@ -189,14 +197,22 @@ function run(set, fn, prior) {
   if (mechanism === null) enable();
   const entered = set !== prior; // AsyncLocalStorage.run skips an unchanged store too
   const previous = installed;
-  if (entered) storage.enterWith(set);
-  // (With AsyncContextFrame, enterWith has published it already.)
-  if (set !== installed) install(set);
+  if (entered) enterWith(set);
+  if (set !== previous) install(set);
   try {
     return fn();
   } finally {
-    if (entered) storage.enterWith(prior);
+    if (entered) enterWith(prior);
     if (installed !== previous) install(previous);
+  }
+}
+
+function enterWith(set) {
+  entering = true;
+  try {
+    storage.enterWith(set);
+  } finally {
+    entering = false;
   }
 }
 
@@ -204,7 +220,7 @@ function run(set, fn, prior) {
 // async work it starts.
 function enter(set) {
   if (mechanism === null) enable();
-  storage.enterWith(set);
+  enterWith(set);
   if (set !== installed) install(set);
 }
 
