@@ -106,22 +106,34 @@ function after() {
 // call (none keeps its own reference), so every JavaScript exchange is
 // seen.  A frame never changes its store for our AsyncLocalStorage (a frame
 // is copied to change a store; only disable() deletes from one, and ours is
-// never disabled), so the set of the last frame seen is kept with it, and a
-// change back to that frame costs two comparisons.
-let lastFrame = null;
-let lastSet;
+// never disabled), so the sets of the last two frames seen are kept with
+// them: a callback's frame and the one it returns to, so that a hop that
+// goes there and back costs comparisons and no lookup.
+let frame0 = null;
+let set0;
+let frame1 = null;
+let set1;
+
+function setOf(frame) {
+  if (frame === frame0) return set0;
+  if (frame === frame1) return set1;
+  const set = frame === undefined ? undefined : frame.get(storage);
+  frame1 = frame0;
+  set1 = set0;
+  frame0 = frame;
+  set0 = set;
+  return set;
+}
+
 // run and enter publish the set they enter themselves (on every Node):
-// while they call enterWith, following leaves it to them.
+// while they call enterWith, following leaves it to them.  (No try/finally
+// around it, which costs more than the rest of following does: should
+// enterWith throw, the next run or enter clears the flag.)
 let entering = false;
 
 function follow(frame) {
   if (entering) return;
-  let set = lastSet;
-  if (frame !== lastFrame) {
-    set = frame === undefined ? undefined : frame.get(storage);
-    lastFrame = frame;
-    lastSet = set;
-  }
+  const set = setOf(frame);
   if (set !== installed) install(set);
 }
 
@@ -132,26 +144,26 @@ function follow(frame) {
 // adds its follower to them rather than wrapping them again.
 const FOLLOWERS = Symbol.for('customlabels.frameFollowers');
 
-function followFrames(Frame) {
-  if (Object.hasOwn(Frame, FOLLOWERS)) {
-    Frame[FOLLOWERS].push(follow);
+function followFrames(cls) {
+  if (Object.hasOwn(cls, FOLLOWERS)) {
+    cls[FOLLOWERS].push(follow);
     return;
   }
   // This realm's follower is called directly (so that V8 can inline it),
   // any other realm's from the list.
   const more = [];
-  const set = Frame.set;
-  const exchange = Frame.exchange;
-  Object.defineProperty(Frame, FOLLOWERS, { value: more });
+  const set = cls.set;
+  const exchange = cls.exchange;
+  Object.defineProperty(cls, FOLLOWERS, { value: more });
   // The originals are called on the class, as Node calls them (on Node 22
   // and 24, exchange calls this.set: the wrapped set follows the frame
-  // first, and the second look finds it the last frame seen).
-  Frame.set = function set_(frame) {
+  // first, and the second look finds it in the cache).
+  cls.set = function set_(frame) {
     set.call(this, frame);
     follow(frame);
     for (let i = 0; i < more.length; i++) more[i](frame);
   };
-  Frame.exchange = function exchange_(frame) {
+  cls.exchange = function exchange_(frame) {
     const prior = exchange.call(this, frame);
     follow(frame);
     for (let i = 0; i < more.length; i++) more[i](frame);
@@ -172,7 +184,7 @@ let mechanism = null;
 
 function enable() {
   const frames = usesAsyncContextFrame();
-  const Frame = frames ? contextFrameClass() : null;
+  const found = frames ? contextFrameClass() : null;
   if (frames && canSkipPromises()) {
     createHook({ before, after, trackPromises: false }).enable();
     v8.promiseHooks.onBefore(before);
@@ -182,8 +194,8 @@ function enable() {
     createHook({ before, after }).enable();
     mechanism = 'async_hooks';
   }
-  if (Frame !== null) {
-    followFrames(Frame);
+  if (found !== null) {
+    followFrames(found);
     mechanism += ' + AsyncContextFrame.set/exchange';
   }
 }
@@ -209,11 +221,8 @@ function run(set, fn, prior) {
 
 function enterWith(set) {
   entering = true;
-  try {
-    storage.enterWith(set);
-  } finally {
-    entering = false;
-  }
+  storage.enterWith(set);
+  entering = false;
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
