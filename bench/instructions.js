@@ -48,14 +48,14 @@ const ROOT = path.join(__dirname, '..');
 // N1 and N2 per case: N2 - N1 iterations make the difference.
 // N1 is past V8's tiering up of the code the case runs.
 const COUNTS = {
-  setImmediate: [20000, 120000],
-  nextTick: [20000, 120000],
-  await: [20000, 120000],
-  timers: [500, 2500],
-  switch: [20000, 120000],
-  withLabels: [20000, 120000],
-  runInAsyncScope: [20000, 120000],
-  http: [500, 2500],
+  setImmediate: [20000, 70000],
+  nextTick: [20000, 70000],
+  await: [20000, 70000],
+  timers: [300, 1300],
+  switch: [20000, 70000],
+  withLabels: [20000, 70000],
+  runInAsyncScope: [20000, 70000],
+  http: [300, 1300],
 };
 
 // ---------------------------------------------------------------------------

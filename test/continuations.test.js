@@ -10,6 +10,8 @@
 // AsyncContextFrame to the store's record (test/readers/parca-node.js,
 // with V8's offsets for this Node).  Hooks mode runs on every Node, frame
 // mode where AsyncContextFrame is on (Node 22 with the flag, 24, 26).
+// Under qemu-user, which cannot ptrace, each callback reads its own thread
+// with the same reader over /proc/self/mem.
 //
 // Run directly (node test/continuations.test.js [hooks|frame]) it prints
 // what the reader read for each callback, as a table.
@@ -21,6 +23,7 @@ const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { emulated, cc } = require('./helpers/emulation');
+const { threadPointerAddon } = require('./helpers/descriptor');
 const memory = require('./readers/support/memory');
 
 const ROOT = path.join(__dirname, '..');
@@ -64,16 +67,19 @@ function readThread(mem, pid, tid, mode, layout) {
 
 // Runs the fixture in `mode` ('hooks' or 'frame') with this Node and its
 // flags; resolves to { start, checks: [{ mechanism, round, thread, labels,
-// want, read, outcome }], errors, stderr }.
+// want, read, outcome }], errors, stderr }.  Under emulation the fixture
+// reads itself (see test/fixtures/continuations.js).
 function run(mode, mechanisms = []) {
   const env = { ...process.env };
   delete env.CUSTOMLABELS_PUBLISH;
+  delete env.CUSTOMLABELS_CONT_INSIDE;
   if (mode === 'frame') env.CUSTOMLABELS_PUBLISH = 'frame';
+  if (emulated) env.CUSTOMLABELS_CONT_INSIDE = threadPointerAddon();
   const child = spawn(process.execPath, [...process.execArgv, FIXTURE, ...mechanisms],
     { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
-  const mem = memory.outside(probe().file, child.pid, probe().dir);
+  const mem = emulated ? { close: async () => {} } : memory.outside(probe().file, child.pid, probe().dir);
   const checks = [];
   let start = null;
   let done = null;
@@ -92,6 +98,9 @@ function run(mode, mechanisms = []) {
       }
       if (msg.start) {
         start = msg.start;
+      } else if (msg.check && msg.check.read) {
+        checks.push(msg.check);
+        child.stdin.write('\n');
       } else if (msg.check) {
         try {
           const { labels, outcome } = readThread(mem, child.pid, msg.check.tid, start.mode, start.layout);
@@ -179,11 +188,14 @@ describe('continuations: inside the callback of every async mechanism, a reader 
 
   before(function () {
     needs.platform(this);
-    if (emulated) needs.feature(this, 'under emulation', 'qemu-user implements neither ptrace nor process_vm_readv, which reading from outside the process needs');
-    if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).status !== 0) needs.tool(this, 'gcc');
-    if (spawnSync('mkfifo', ['--version'], { stdio: 'ignore' }).status !== 0) needs.tool(this, 'mkfifo');
+    if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).status !== 0) needs.tool(this, cc);
     if (!require('..').supported) needs.feature(this, 'addon', `the addon did not load: ${require('..').unsupportedReason}`);
-    if (!ptraceAllowed()) needs.feature(this, 'ptrace', 'ptrace is not permitted here: run as root, or with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope to 0');
+    // Under qemu-user (no ptrace, no process_vm_readv) each callback reads
+    // its own thread instead, with the same reader.
+    if (!emulated) {
+      if (spawnSync('mkfifo', ['--version'], { stdio: 'ignore' }).status !== 0) needs.tool(this, 'mkfifo');
+      if (!ptraceAllowed()) needs.feature(this, 'ptrace', 'ptrace is not permitted here: run as root, or with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope to 0');
+    }
   });
 
   for (const mode of ['hooks', 'frame']) {
