@@ -152,21 +152,21 @@ function followFrames(cls) {
   // This realm's follower is called directly (so that V8 can inline it),
   // any other realm's from the list.
   const more = [];
-  const set = cls.set;
-  const exchange = cls.exchange;
+  const { current, set } = cls;
   Object.defineProperty(cls, FOLLOWERS, { value: more });
-  // The originals are called on the class, as Node calls them (on Node 22
-  // and 24, exchange calls this.set: the wrapped set follows the frame
-  // first, and the second look finds it in the cache).
   cls.set = function set_(frame) {
     set.call(this, frame);
     follow(frame);
-    for (let i = 0; i < more.length; i++) more[i](frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
   };
+  // exchange is the current frame, then set (Node 22 to 26): the wrapper
+  // does just that with the originals, so that the frame is followed once
+  // (Node 22 and 24's exchange calls this.set, which would be the wrapper).
   cls.exchange = function exchange_(frame) {
-    const prior = exchange.call(this, frame);
+    const prior = current.call(this);
+    set.call(this, frame);
     follow(frame);
-    for (let i = 0; i < more.length; i++) more[i](frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
     return prior;
   };
 }
