@@ -17,9 +17,7 @@
 // what the reader read for each callback, as a table.
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawn, spawnSync } = require('node:child_process');
-const fs = require('node:fs');
-const os = require('node:os');
+const { spawn, spawnSync } = require('node:child_process');
 const path = require('node:path');
 const readline = require('node:readline');
 const { emulated, cc } = require('./helpers/emulation');
@@ -28,20 +26,6 @@ const memory = require('./readers/support/memory');
 
 const ROOT = path.join(__dirname, '..');
 const FIXTURE = path.join(__dirname, 'fixtures', 'continuations.js');
-const PROBE_SOURCE = path.join(__dirname, 'readers', 'support', 'ptrace_probe.c');
-
-// The probe, built once into a temporary directory.
-let built = null;
-function probe() {
-  if (built) return built;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-continuations-'));
-  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'ptrace_probe');
-  execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-o', file, PROBE_SOURCE]);
-  built = { dir, file };
-  return built;
-}
-
 // What a reader reads of thread `tid` of `pid`, the thread stopped: the
 // labels a sample gets, {} for none.
 function readThread(mem, pid, tid, mode, layout) {
@@ -79,7 +63,7 @@ function run(mode, mechanisms = []) {
     { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
-  const mem = emulated ? { close: async () => {} } : memory.outside(probe().file, child.pid, probe().dir);
+  const mem = emulated ? { close: async () => {} } : memory.outside(memory.probe().file, child.pid, memory.probe().dir);
   const checks = [];
   let start = null;
   let done = null;
@@ -125,7 +109,7 @@ function run(mode, mechanisms = []) {
 // Whether this process may ptrace a child of its own.
 function ptraceAllowed() {
   const child = spawn('sleep', ['10'], { stdio: 'ignore' });
-  const mem = memory.outside(probe().file, child.pid, probe().dir);
+  const mem = memory.outside(memory.probe().file, child.pid, memory.probe().dir);
   try {
     mem.stop(child.pid);
     mem.cont(child.pid);
