@@ -67,8 +67,9 @@ let otelOn = false;
 // The companion (customlabels-v8.node): the AsyncLocalStorage readers find, and V8's layout.
 let native = null;
 // The prototype of AsyncContextFrame's frames (Node's own, not Map's), for
-// the heap query of recordsTurnedOn().
+// the heap query of recordsTurnedOn(), and their class, for enterBoth().
 let frameProto = null;
+let Frame = null;
 
 // Turns frame mode on in this thread, with the companion `v8`: before any
 // set is made (lib/index.js).
@@ -79,6 +80,11 @@ function start(v8) {
   const probe = new AsyncLocalStorage();
   frameProto = probe.run(1, () => Object.getPrototypeOf(v8.cped()));
   probe.disable(); // as in unavailable()
+  // What AsyncLocalStorage.enterWith does with it, on Node 22, 24 and 26:
+  // new AsyncContextFrame(als, store) (a copy of the current frame with
+  // the entry set), then AsyncContextFrame.set(frame) (into the CPED slot).
+  const F = frameProto.constructor;
+  Frame = typeof F === 'function' && F.length === 2 && typeof F.set === 'function' ? F : null;
   useWriter(sets.start(v8, recordsTurnedOn));
 }
 
@@ -107,6 +113,23 @@ function recordsTurnedOn() {
   }
 }
 
+// Makes `store` and its OpenTelemetry store `otel` current together, once
+// records are on: one new frame with both entries, made before the CPED
+// slot points at it, so that a reader that interrupts the thread finds
+// both stores of one set or both of the other, never a set's labels with
+// another's record (two enterWith calls would publish a frame between
+// them).  Where the frame's class is not the one expected, two enterWith.
+function enterBoth(store, otel) {
+  if (Frame === null) {
+    storage.enterWith(store);
+    otelStorage.enterWith(otel);
+    return;
+  }
+  const frame = new Frame(storage, store);
+  mapSet.call(frame, otelStorage, otel);
+  Frame.set(frame);
+}
+
 // The OpenTelemetry store of a set's `store` (once records are on), the
 // set's record written first if it has none yet; undefined for no store.
 function otelOf(store) {
@@ -133,14 +156,14 @@ function storeOf(set) {
 function run(set, fn, prior) {
   if (set === (prior === undefined ? EMPTY : prior)) return fn();
   const store = storeOf(set);
-  storage.enterWith(store);
-  if (otelOn) otelStorage.enterWith(otelOf(store));
+  if (otelOn) enterBoth(store, otelOf(store));
+  else storage.enterWith(store);
   try {
     return fn();
   } finally {
     const back = prior === undefined ? undefined : prior.store;
-    storage.enterWith(back);
-    if (otelOn) otelStorage.enterWith(otelOf(back));
+    if (otelOn) enterBoth(back, otelOf(back));
+    else storage.enterWith(back);
   }
 }
 
@@ -148,8 +171,8 @@ function run(set, fn, prior) {
 // async work it starts.
 function enter(set) {
   const store = storeOf(set);
-  storage.enterWith(store);
-  if (otelOn) otelStorage.enterWith(otelOf(store));
+  if (otelOn) enterBoth(store, otelOf(store));
+  else storage.enterWith(store);
 }
 
 // The current set, or undefined where none was made current.
