@@ -17,9 +17,13 @@
 // design-docs/01861-nodejs-thread-context/README.md @76f8bb8e2b31) names a
 // second AsyncLocalStorage of its own, whose stores are other objects: their
 // internal field 0 points straight at an OTEP 4947 record, as the writer of
-// @datadog/pprof 5.20.0 lays out its ThreadContext objects.  The two cannot
-// share a store: each reader takes field 0 of the store it reaches as its
-// own record.
+// @datadog/pprof 5.20.0 lays out its ThreadContext objects (read in its
+// objects' memory on Node 22, 24 and 26: field 0 at +24, or at +32 after a
+// zero word; the discovery struct is that of DataDog/pprof-nodejs
+// bindings/otel-thread-ctx.cc @3ea945b451604ea5185b14f3b7a46cc7df969908,
+// whose CtxWrap still put one more pointer between field 0 and the record).
+// The two cannot share a store: each reader takes field 0 of the store it
+// reaches as its own record.
 //
 // This file holds only what needs V8's C++ API, and is built once per Node
 // major against that major's headers (binding.gyp for the running Node,
