@@ -56,7 +56,7 @@ function layoutWords() {
   return words;
 }
 const MAX_ATTRIBUTES = layout === null ? 128 : layout.otelMaxResource;
-const MAX_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
+const MAX_RESOURCE_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
 const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
 // What the resource attributes together may take of the process context's
 // 64 KiB payload, as encoded, leaving room for a full key map of 256 label
@@ -79,7 +79,7 @@ function attributeBytes(keyBytes, valueBytes) {
 }
 
 // The process context's answers to a change it refused (cl_status_t,
-// src/customlabels.h).  A refused change changed nothing.
+// src/internal.h).  A refused change changed nothing.
 const ENOMEM = -1;
 const ETOOBIG = -2;
 const EINVAL = -4; // the count, from a copy of the addon that predates ETOOMANY
@@ -129,8 +129,8 @@ function checkOptions(options) {
   for (const key of keys) {
     const where = `options.resource[${quote(key)}]`;
     const keyBytes = utf8Length(key);
-    if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
-      throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
+    if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_RESOURCE_KEY) {
+      throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_RESOURCE_KEY} bytes of well-formed UTF-8`);
     }
     if (key.startsWith(RESERVED)) {
       throw new RangeError(`${WHO}: ${where}: keys starting with "${RESERVED}" are the thread context's own`);

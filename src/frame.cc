@@ -33,7 +33,7 @@
 //   - the OpenTelemetry store objects, one per record (otelStore());
 //   - the arena chunks the records and sets live in (chunk());
 //   - publishing the two AsyncLocalStorages: the thread-locals readers look
-//     for are the main addon's (src/abi.c), reached through its cl_frame_tls();
+//     for are the main addon's (src/tls.c), reached through its cl_frame_tls();
 //     this file defines none, so a reader only ever claims customlabels.node;
 //   - custom_labels_v8_layout, the constants a reader needs, from V8's
 //     headers of the major this file was built for.
@@ -54,7 +54,7 @@
 #include <cstring>
 
 extern "C" {
-#include "customlabels.h"
+#include "companion.h"
 }
 
 #define CL_EXPORT __attribute__((visibility("default")))
@@ -376,8 +376,8 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   // its cl_frame_tls() is looked up in that file, which lib/addon.js names
   // as the `customlabelsAddon` property of the module object it passes to
   // process.dlopen.  dlopen() with RTLD_NOLOAD only finds a loaded file, and
-  // the main addon stays loaded for the life of the process (src/abi.c
-  // cl_stay_loaded), so the function and the thread-locals it points to
+  // the main addon stays loaded for the life of the process (src/placement.c
+  // cl__stay_loaded), so the function and the thread-locals it points to
   // outlive this environment.
   using FrameTls = cl_frame_tls_t* (*)(cl_frame_tls_t*);
   FrameTls frame_tls = nullptr;

@@ -17,27 +17,20 @@
 // that key index).
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawn, spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const needs = require('../helpers/needs');
 const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
+const { threadPointerAddon } = require('../helpers/descriptor');
 
 const ROOT = path.join(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'otel_sidebyside.js');
 const MAJOR = Number(process.versions.node.split('.')[0]);
-const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
-  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
 const EXPECTED = {
   main: { traceId: '4bf92f3577b34da6a3ce929d0e0e4701', spanId: '00f067aa0ba90201', flags: 1, attributes: { thread: 'main', route: '/checkout' } },
   worker: { traceId: '4bf92f3577b34da6a3ce929d0e0e4702', spanId: '00f067aa0ba90202', flags: 1, attributes: { thread: 'worker', route: '/checkout' } },
 };
-
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'node_api.h')) ? beside : '/usr/include/node';
-}
 
 // What the reader read, with the attributes by key name.
 function named(read, keyMap) {
@@ -56,16 +49,10 @@ function assertSame(t, where, reads, keyMap) {
 
 describe(`readers: the OpenTelemetry Node.js walk of the design's later text over customlabels and @datadog/pprof 5.20.0, side by side, on Node ${process.versions.node}, ${process.arch}`, function () {
   this.timeout(120000);
-  let tmp;
   let tp;
 
   before(function () {
-    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
-    if (MAJOR < 22) {
-      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
-      return;
-    }
-    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.frameMode(this);
     for (const dep of ['@datadog/pprof', '@opentelemetry/api', '@opentelemetry/context-async-hooks']) {
       try {
         require.resolve(dep);
@@ -75,14 +62,7 @@ describe(`readers: the OpenTelemetry Node.js walk of the design's later text ove
       }
     }
     needs.tool(this, CC);
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-sidebyside-'));
-    tp = path.join(tmp, 'tp.node');
-    execFileSync(CC, ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
-      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
-  });
-
-  after(() => {
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+    tp = threadPointerAddon();
   });
 
   it('in-process: the main thread and a worker read the same trace id, span id, flags and attributes from each writer, synchronously and after an await, an immediate and a timer', function () {
@@ -100,11 +80,10 @@ describe(`readers: the OpenTelemetry Node.js walk of the design's later text ove
 
   it('from outside (ptrace, process_vm_readv): each stopped thread reads the same from each writer', async function () {
     skipUnderEmulation(this, why.dump);
-    needs.tool(this, 'gcc', 'mkfifo');
+    needs.tool(this, 'mkfifo');
     const memory = require('./support/memory');
     const latest = require('./otel-node-latest');
-    const probe = path.join(tmp, 'ptrace_probe');
-    execFileSync('gcc', ['-std=gnu11', '-O2', '-o', probe, path.join(__dirname, 'support', 'ptrace_probe.c')]);
+    const probe = memory.probe();
     const child = spawn(process.execPath, [...process.execArgv, FIXTURE, tp, 'park'],
       { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
     try {
@@ -118,7 +97,7 @@ describe(`readers: the OpenTelemetry Node.js walk of the design's later text ove
       });
       const out = JSON.parse(line);
       if (out.mode !== 'frame') needs.feature(this, 'customlabels-v8', `frame mode did not run (publishMode ${out.mode}): ${out.why}`);
-      const mem = memory.outside(probe, child.pid, tmp);
+      const mem = memory.outside(probe.file, child.pid, probe.dir);
       const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
       for (const tid of tids) mem.stop(tid);
       const reads = {};

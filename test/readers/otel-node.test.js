@@ -21,27 +21,19 @@
 //   (test/fixtures/frame_otel_late.js), as in hooks mode.
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawnSync } = require('node:child_process');
-const fs = require('node:fs');
-const os = require('node:os');
+const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const needs = require('../helpers/needs');
 const { cc: CC } = require('../helpers/emulation');
+const { threadPointerAddon } = require('../helpers/descriptor');
 const { forEachPath } = require('./support/paths');
 
 const ROOT = path.join(__dirname, '..', '..');
 const MAJOR = Number(process.versions.node.split('.')[0]);
 const THREADS = ['main', 'worker1', 'worker2'];
-const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
-  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
 const TRACE = { main: '01', worker1: '02', worker2: '03' };
 const LAYOUT_KEYS = ['threadlocal.js_object_record_offset', 'threadlocal.tagged_size',
   'threadlocal.js_map_table_offset', 'threadlocal.ordered_hash_map_header_size'];
-
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
-}
 
 function run(tp, publish, enable = '1') {
   const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_otel_target.js'), tp],
@@ -65,12 +57,7 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
   let late;
 
   before(function () {
-    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
-    if (MAJOR < 22) {
-      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
-      return;
-    }
-    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.frameMode(this);
     try {
       require.resolve('@opentelemetry/api');
       require.resolve('@opentelemetry/context-async-hooks');
@@ -79,22 +66,12 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
       return;
     }
     needs.tool(this, CC);
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-otel-'));
-    const tp = path.join(tmp, 'tp.node');
-    try {
-      execFileSync(CC, ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
-        path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
-      frame = run(tp, 'frame');
-      if (frame.mode !== 'frame') {
-        needs.feature(this, 'customlabels-v8', `frame mode did not run (publishMode ${frame.mode}): no companion for this Node.js`);
-        return;
-      }
-      hooks = run(tp, 'hooks');
-      off = run(tp, 'frame', '0');
-      late = { frame: runLate(tp, 'frame'), hooks: runLate(tp, 'hooks') };
-    } finally {
-      fs.rmSync(tmp, { recursive: true, force: true });
-    }
+    const tp = threadPointerAddon();
+    frame = run(tp, 'frame');
+    assert.equal(frame.mode, 'frame');
+    hooks = run(tp, 'hooks');
+    off = run(tp, 'frame', '0');
+    late = { frame: runLate(tp, 'frame'), hooks: runLate(tp, 'hooks') };
   });
 
   it('frame mode: the process context names nodejs_v1_dev and the V8 layout, from the companion', function () {
