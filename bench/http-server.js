@@ -2,8 +2,7 @@
 // The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
 // 3 labels), `labels-tc` (the same with enableThreadContext()), `frame`
-// (labels with CUSTOMLABELS_PUBLISH=frame), `frame-tc` (frame with
-// enableThreadContext(): each set's OpenTelemetry store too), `baseline`
+// (labels with CUSTOMLABELS_PUBLISH=frame), `baseline`
 // (inside AsyncLocalStorage.run with the same label object), `plain` (no
 // AsyncLocalStorage at all), `floor-read` (baseline + the hooks customlabels
 // uses on this Node, `before` reading the store) or `floor-switch`
@@ -30,16 +29,15 @@ function serve(variant) {
   let runIn;
   if (variant === 'plain') {
     runIn = (labels, fn) => fn(); // no AsyncLocalStorage at all
-  } else if (variant === 'labels' || variant === 'labels-tc' || variant === 'frame' || variant === 'frame-tc') {
+  } else if (variant === 'labels' || variant === 'labels-tc' || variant === 'frame') {
     // frame: the package in frame mode (Node 22 with AsyncContextFrame, 24+).
-    const frame = variant.startsWith('frame');
-    process.env.CUSTOMLABELS_PUBLISH = frame ? 'frame' : 'hooks';
+    process.env.CUSTOMLABELS_PUBLISH = variant === 'frame' ? 'frame' : 'hooks';
     const customlabels = require(ROOT);
-    if (frame && customlabels.publishMode !== 'frame') {
+    if (variant === 'frame' && customlabels.publishMode !== 'frame') {
       throw new Error(`frame: the package publishes with ${customlabels.publishMode} on ${process.version}`);
     }
-    // labels-tc, frame-tc: with the OpenTelemetry thread context on.
-    if (variant.endsWith('-tc')) customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
+    // labels-tc: with the OpenTelemetry thread context on.
+    if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
     runIn = customlabels.withLabels;
   } else if (variant === 'baseline' || variant === 'floor-read' || variant === 'floor-switch') {
     const als = new AsyncLocalStorage();
