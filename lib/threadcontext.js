@@ -7,12 +7,17 @@
 //
 // The schema the process context names follows how this thread publishes:
 // hooks mode points otel_thread_ctx_v1 at the current record (OTEP 4947's
-// tlsdesc_v1_dev); frame mode hangs the record on the store object in
-// V8's AsyncContextFrame, which readers reach through
-// otel_thread_ctx_nodejs_v1, and names nodejs_v1_dev with the V8 layout
-// those readers walk with (the keys of open-telemetry/opentelemetry-ebpf-
-// profiler design-docs/01861-nodejs-thread-context/README.md
-// @0513b7cf7d06666fec4076a998ee4dc7c09088cb, "Process context attributes").
+// tlsdesc_v1_dev); frame mode puts the record in internal field 0 of an
+// OpenTelemetry store in V8's AsyncContextFrame, under the AsyncLocalStorage
+// otel_thread_ctx_nodejs_v1 names, as @datadog/pprof 5.20.0 does, and names
+// nodejs_v1_dev (open-telemetry/opentelemetry-ebpf-profiler
+// design-docs/01861-nodejs-thread-context/README.md @76f8bb8e2b31).  It
+// also publishes the V8 layout keys of that document's earlier text
+// (@0513b7cf7d06, "Process context attributes"), which the later text drops
+// for constants: their values are those of this layout (js_object_record_
+// offset is field 0's offset, 24 on Node 22 and 32 from Node 24, where the
+// later text's fixed 24 does not hold), so a reader that takes them walks
+// right, and one that ignores them loses nothing.
 
 const { binding } = require('./addon');
 const { recordsOn } = require('./record');

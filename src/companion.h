@@ -16,7 +16,8 @@
  *   custom_labels_als_handle: the address of a V8 handle slot that holds
  *     that AsyncLocalStorage (Parca Agent's names);
  *   otel_thread_ctx_nodejs_v1: the OpenTelemetry Node.js thread context's
- *     discovery struct, the same AsyncLocalStorage again.
+ *     discovery struct, naming a second AsyncLocalStorage, whose stores
+ *     hold OpenTelemetry records (src/frame.cc).
  */
 #ifndef CUSTOMLABELS_COMPANION_H
 #define CUSTOMLABELS_COMPANION_H
@@ -25,7 +26,7 @@
 
 typedef struct {
   void *cped_slot;          /* the isolate's CPED slot: written last, cleared first */
-  void *als_handle;         /* as custom_labels_als_handle */
+  void *als_handle;         /* a V8 handle slot, as custom_labels_als_handle is */
   int32_t als_identity_hash;
   int32_t reserved;
   uintptr_t undefined_addr; /* the tagged word of undefined */

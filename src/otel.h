@@ -108,8 +108,9 @@ CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refu
 /*
  * The V8 layout a reader of the Node.js schema (CL_OTEL_SCHEMA_NODEJS)
  * walks with, published as threadlocal.* integer attributes: the offset of
- * the record pointer in a store object (internal field 1 of frame mode's
- * store objects), V8's tagged size, the offset of a JSMap's table and the
+ * the record pointer in a store object (internal field 0 of frame mode's
+ * OpenTelemetry stores, where the design's later text and @datadog/pprof
+ * 5.20.0 put it: 24 on Node.js 22, 32 from 24), V8's tagged size, the offset of a JSMap's table and the
  * size of an OrderedHashMap's header.  The companion takes them from the
  * V8 headers it was built against (custom_labels_v8_layout, src/frame.cc).
  */

@@ -261,7 +261,11 @@ static size_t encode_process_context(unsigned char *out, size_t size,
      * the design in open-telemetry/opentelemetry-ebpf-profiler,
      * design-docs/01861-nodejs-thread-context/README.md @0513b7cf7d06666fec4076a998ee4dc7c09088cb,
      * "Process context attributes"; the same names DataDog/pprof-nodejs
-     * publishes, ts/src/otel-thread-ctx.ts @3ea945b451604ea5185b14f3b7a46cc7df969908). */
+     * publishes, ts/src/otel-thread-ctx.ts @3ea945b451604ea5185b14f3b7a46cc7df969908).
+     * The later text (@76f8bb8e2b3107941fc44560fb694741fbd321ca) drops them
+     * for constants, and @datadog/pprof 5.20.0 no longer publishes them;
+     * their values here are the layout the records are in, so a reader
+     * that takes them walks right and one that ignores them loses nothing. */
     put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.js_object_record_offset",
                       layout->js_object_record_offset);
     put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.tagged_size", layout->tagged_size);

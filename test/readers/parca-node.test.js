@@ -19,8 +19,8 @@
 //   no set in frame mode: the labels are in the frame only.
 //
 // Three targets: frame_target.js (each thread samples itself once, with an
-// OpenTelemetry record the fixture puts in the store's field 1 beside
-// Parca's), frame_parked.js (the same threads read from outside), and the
+// OpenTelemetry record the fixture puts in field 0 of a store of its own,
+// under the AsyncLocalStorage otel_thread_ctx_nodejs_v1 names), frame_parked.js (the same threads read from outside), and the
 // seven steps of support/harness.js (nested sets, duplicate keys, the
 // limits, refused sets, a new key, churn) read from outside and in-process
 // (the path under qemu-user).  What the OpenTelemetry Node.js walk reads of
@@ -86,11 +86,12 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     }
   });
 
-  it('one store object serves both: Parca reads field 0, the OpenTelemetry Node.js walk (PR #1861) reads its record in field 1', function () {
+  it('two stores: Parca reads field 0 of the label-set store, the OpenTelemetry Node.js walk (PR #1861) its record in field 0 of its own store', function () {
     if (!out.frameOn) this.skip();
     for (const t of THREADS) {
       const r = out.threads[t];
-      assert.equal(r.second, r.otelRecord, `${t}: field 1 is the word after field 0`);
+      assert.equal(r.second, r.record, `${t}: field 0 of the store Parca reached is Parca's record`);
+      assert.notEqual(r.record, r.otelRecord, t);
       assert.deepEqual(r.otel, { outcome: 'record', traceId: r.traceId, spanId: '00f067aa0ba902b7', attrsSize: 0 }, t);
       assert.deepEqual(r.corrected.labels, expected(t), `${t}: Parca still reads field 0`);
     }
@@ -158,7 +159,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
             traceId: t.traceId,
             exact: parcaNode.sample(s, {}),
             corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.info.cpedOffset }),
-            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset + 8 }),
+            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset }),
           };
         }
       } finally {
@@ -170,7 +171,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
     }
   });
 
-  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, from the same store', function () {
+  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, each from its own store', function () {
     for (const t of THREADS) {
       const r = out[t];
       assert.deepEqual(r.corrected.labels, { thread: t, trace_id: r.traceId }, `${t}: ${r.corrected.node.outcome}`);
