@@ -38,6 +38,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+#include <vector>
 
 extern "C" {
 #include "customlabels.h"
@@ -95,10 +97,24 @@ using v8::Value;
 // the thread-locals point at, the store template, and the calling thread's
 // thread-locals in the main addon.  Owned by the environment; freed by its
 // cleanup hook.
+// Per chunk (JavaScript's number for it): weak handles to the store objects
+// whose records are in that chunk, so that JavaScript can learn which are
+// still reachable once the chunk is retired (live()) and move just those
+// (lib/context/frame-sets.js); and, once retired, a weak handle to an
+// object made then, which the next collection empties: until it is empty,
+// no collection has run since, and the chunk's dead stores still look alive.
+// A weak handle does not keep its object; V8 empties it when the object is
+// collected.
+struct Group {
+  Global<Object> retired;
+  std::vector<Global<Object>> stores;
+};
+
 struct FrameEnv {
   Global<Object> als;
   Global<ObjectTemplate> store;
   cl_frame_tls_t tls;
+  std::unordered_map<uint32_t, Group> groups;
 };
 
 // Internal field 0: the record Parca Agent's Node.js path reads (its
@@ -186,8 +202,15 @@ void StoreAls(const FunctionCallbackInfo<Value>& args) {
       reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
 }
 
-// fill(n, first, stride): an array of n store objects, the i-th pointing at
-// first + i * stride.  One call for many objects: the first is made from the
+// Adds a weak handle to `obj` to `group`.
+void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> obj) {
+  group.emplace_back(isolate, obj);
+  group.back().SetWeak();
+}
+
+// fill(n, first, stride, group): an array of n store objects, the i-th
+// pointing at first + i * stride, each tracked weakly in `group` (the chunk
+// the records are in).  One call for many objects: the first is made from the
 // template, the others are copies of it (a copy of a JSObject is much cheaper
 // than instantiating a template, and keeps its internal field), each then
 // given its own record.
@@ -199,7 +222,9 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   uint32_t n = args[0].As<v8::Uint32>()->Value();
   uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[1]));
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
+  uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
+  std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
   Local<Object> model;
   if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
@@ -211,6 +236,7 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
     Local<Object> obj = i == 0 ? model : model->Clone();
 #endif
     SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
+    Track(isolate, group, obj);
     objs[i] = obj;
   }
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
@@ -252,6 +278,48 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
   }
   isolate->ThrowException(v8::Exception::RangeError(
       String::NewFromUtf8Literal(isolate, "frame: no arena chunk below a 4 GiB line")));
+}
+
+// retire(group, object): the chunk of `group` takes no more records;
+// `object`, which nothing else references, is watched weakly.
+void Retire(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  Group& g = env->groups[args[0].As<v8::Uint32>()->Value()];
+  g.retired.Reset(args.GetIsolate(), args[1].As<Object>());
+  g.retired.SetWeak();
+}
+
+// live(group): undefined while no collection has run since retire(); then
+// the store objects of `group` still reachable, as an array, and the group
+// is forgotten (its handles freed).  JavaScript moves the ones it keeps and
+// tracks them in another group (move()).
+void Live(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  uint32_t id = args[0].As<v8::Uint32>()->Value();
+  auto it = env->groups.find(id);
+  if (it == env->groups.end()) {
+    args.GetReturnValue().Set(v8::Array::New(isolate, 0));
+    return;
+  }
+  if (!it->second.retired.IsEmpty()) return;
+  std::vector<Local<Value>> alive;
+  for (Global<Object>& g : it->second.stores)
+    if (!g.IsEmpty()) alive.push_back(g.Get(isolate));
+  env->groups.erase(it);
+  args.GetReturnValue().Set(v8::Array::New(isolate, alive.data(), alive.size()));
+}
+
+// move(store, record, group): points the store's internal field 0 at
+// `record` (a complete record JavaScript wrote in another chunk: one aligned
+// word written, so a reader sees the old record or the new one, and the old
+// one stays intact while its chunk lives) and tracks the store in `group`.
+void Move(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  Local<Object> obj = args[0].As<Object>();
+  SetRecord(obj, AddressOf(args[1]));
+  Track(isolate, env->groups[args[2].As<v8::Uint32>()->Value()].stores, obj);
 }
 
 // recordOf(store): the address in internal field 0 (tests).
@@ -353,6 +421,9 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "fill", Fill);
   Method(isolate, exports, data, "chunk", Chunk);
   Method(isolate, exports, data, "recordOf", RecordOf);
+  Method(isolate, exports, data, "retire", Retire);
+  Method(isolate, exports, data, "live", Live);
+  Method(isolate, exports, data, "move", Move);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
   Method(isolate, exports, data, "setOtel", SetOtel);
