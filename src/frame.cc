@@ -27,8 +27,10 @@
 // Lifetime: a store object keeps a reference to the ArrayBuffer of the chunk
 // its record lives in (JavaScript sets it), and the chunk's memory is freed
 // with the ArrayBuffer, so a chunk lives while any store object that points
-// into it can be reached: from a frame, a closure, anything.  No per-set
-// weak handle or finalizer exists.
+// into it can be reached: from a frame, a closure, anything.  The weak
+// handles kept per chunk (Group) only say which store objects are still
+// reachable, for JavaScript to move their sets out of a retired chunk
+// (move()); they keep nothing alive, and no finalizer exists.
 
 #include <dlfcn.h>
 #include <node.h>

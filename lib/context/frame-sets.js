@@ -29,10 +29,10 @@
 // Each store object references its LabelSet (`set`), and the set its
 // chunk (`chunk`) and its store object back, so a chunk is freed only after
 // every store object and set in it is unreachable, from any frame, closure
-// or set.  One long-lived set pins its whole chunk: CHUNK is the
-// price of that against the cost of making chunks (bench/frame-rss.js).
+// or set.  A set that outlives its chunk is moved to a chunk of long-lived
+// sets (tenure(), below), so that it does not keep the whole chunk.
 // Nothing is freed or reused by this file, and a worker's chunks go with
-// its isolate.
+// its isolate.  docs/design.md (Frame mode: memory and lifetime).
 
 const { LIMITS } = require('../checks');
 const { LabelSet } = require('../labelset');
