@@ -21,6 +21,8 @@
 #define SYMBOL_SET "custom_labels_current_set"
 #define SYMBOL_OTEL "otel_thread_ctx_v1"
 #define SYMBOL_NODEJS "otel_thread_ctx_nodejs_v1"
+#define SYMBOL_ALS_HANDLE "custom_labels_als_handle"
+#define SYMBOL_ALS_HASH "custom_labels_als_identity_hash"
 #define SYMBOL_LAYOUT "custom_labels_v8_layout"
 #define MAX_SECTIONS 65536
 #define MAX_HASH_STEPS 1000000
@@ -286,6 +288,12 @@ int cld_elf_inspect(int fd, const cld_arch_t *arch, cld_elf_t *elf, char *why, s
     if (found == 1) found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_NODEJS, &elf->nodejs, &index);
     if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");
     if (elf->nodejs.found) wanted[nwanted++] = (wanted_t){&elf->nodejs, index};
+    if (elf->nodejs.found) {
+      uint64_t unused;
+      if (lookup_variable(&tab, hash_off, hash_size, SYMBOL_ALS_HANDLE, &elf->als_handle, &unused) < 0 ||
+          lookup_variable(&tab, hash_off, hash_size, SYMBOL_ALS_HASH, &elf->als_hash, &unused) < 0)
+        return fail(why, why_size, "unreadable dynamic symbol table");
+    }
   }
   found = lookup_variable(&tab, hash_off, hash_size, SYMBOL_OTEL, &elf->otel, &index);
   if (found < 0) return fail(why, why_size, "unreadable dynamic symbol table");

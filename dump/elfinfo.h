@@ -53,6 +53,11 @@ typedef struct {
   /* otel_thread_ctx_nodejs_v1 (frame mode's discovery struct), looked up
    * only beside custom_labels_current_set. */
   cld_elf_tls_symbol_t nodejs;
+  /* custom_labels_als_handle and custom_labels_als_identity_hash (Parca
+   * Agent's names: the label sets' AsyncLocalStorage), looked up beside
+   * otel_thread_ctx_nodejs_v1 for their offsets in the same TLS block only
+   * (st_value): no relocation is needed to reach them from it. */
+  cld_elf_tls_symbol_t als_handle, als_hash;
   /* custom_labels_v8_layout (frame mode's walk constants), looked up in
    * every file: an object, not a thread-local. */
   bool has_layout;

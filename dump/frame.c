@@ -79,7 +79,8 @@ bool cld_frame_walk_usable(const cld_frame_walk_t *w, char *why, size_t why_size
 }
 
 cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_t nodejs,
-                                   uint64_t *field_address, char *why, size_t why_size) {
+                                   const cld_frame_key_t *key, uint64_t *field_address, char *why,
+                                   size_t why_size) {
   /* The discovery struct: cped_slot @0, als_handle @8, hash @16, undefined @24. */
   uint64_t d[4];
   int e = cld_mem_read(pid, nodejs, d, sizeof(d));
@@ -95,6 +96,20 @@ cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_
     return broken(why, why_size,
                   "the thread publishes in frame mode, but no mapped customlabels-v8 module exports "
                   "a usable custom_labels_v8_layout");
+  if (key != NULL) {
+    /* The label sets' AsyncLocalStorage: Parca's thread-locals, whose gate
+     * is the handle pointer (the hash is written before it). */
+    if (!word(pid, nodejs + (uint64_t)key->handle_offset, &als_handle, "custom_labels_als_handle", why, why_size))
+      return CLD_FRAME_ERROR;
+    uint32_t h;
+    e = cld_mem_read(pid, nodejs + (uint64_t)key->hash_offset, &h, sizeof(h));
+    if (e != 0) {
+      snprintf(why, why_size, "frame: cannot read custom_labels_als_identity_hash: %s", strerror(e));
+      return CLD_FRAME_ERROR;
+    }
+    hash = (int32_t)h;
+    if (als_handle == 0) return none(why, why_size, "frame: the label sets' AsyncLocalStorage is not published");
+  }
   if (als_handle == 0) return broken(why, why_size, "the AsyncLocalStorage handle is NULL");
   uint64_t frame, als, table;
   if (!word(pid, cped_slot, &frame, "the CPED slot", why, why_size)) return CLD_FRAME_ERROR;
@@ -144,11 +159,12 @@ cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_
 }
 
 cld_frame_status_t cld_frame_find(pid_t pid, const cld_v8_layout_t *l, uint64_t nodejs,
-                                  uint64_t *word_address, char *why, size_t why_size) {
+                                  const cld_frame_key_t *key, uint64_t *word_address, char *why,
+                                  size_t why_size) {
   cld_frame_walk_t walk;
   if (l != NULL) walk = cld_frame_walk_of(l, l->record_field_offset);
   uint64_t field;
-  cld_frame_status_t status = cld_frame_field(pid, l != NULL ? &walk : NULL, nodejs, &field, why, why_size);
+  cld_frame_status_t status = cld_frame_field(pid, l != NULL ? &walk : NULL, nodejs, key, &field, why, why_size);
   if (status != CLD_FRAME_SET) return status;
   uint64_t record, token;
   if (!word(pid, field, &record, "the store's internal field", why, why_size)) return CLD_FRAME_ERROR;

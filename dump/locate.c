@@ -484,8 +484,13 @@ static void use_nodejs(pid_t pid, const candidate_t *c, const cld_elf_t *elf, cl
   } else if (elf->nodejs.size != 32) {
     fprintf(warn, "customlabels-dump: warning: %s in %s is %" PRIu64 " bytes, not 32; frame mode is not read\n",
             SYMBOL_NODEJS, c->path, elf->nodejs.size);
+  } else if (!elf->als_handle.found || !elf->als_hash.found || elf->als_handle.size != 8 || elf->als_hash.size != 4) {
+    fprintf(warn, "customlabels-dump: warning: %s exports %s without custom_labels_als_handle (8 bytes) and "
+            "custom_labels_als_identity_hash (4 bytes); frame mode is not read\n", c->path, SYMBOL_NODEJS);
   } else if (reach_variable(pid, c, elf, &elf->nodejs, t, warn, &e) == 0) {
     p->has_nodejs = true;
+    p->labels_key.handle_offset = (int64_t)(elf->als_handle.value - elf->nodejs.value);
+    p->labels_key.hash_offset = (int64_t)(elf->als_hash.value - elf->nodejs.value);
   } else {
     fprintf(warn, "customlabels-dump: warning: %s; frame mode is not read\n", e.message);
   }

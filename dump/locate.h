@@ -52,6 +52,12 @@ typedef struct {
    * and custom_labels_v8_layout from the V8 companion module. */
   bool has_nodejs;
   cld_target_t nodejs;
+  /* Where custom_labels_als_handle and custom_labels_als_identity_hash are
+   * from otel_thread_ctx_nodejs_v1, in the same TLS block: the label sets'
+   * AsyncLocalStorage, which the walk looks up in the frame that
+   * otel_thread_ctx_nodejs_v1's cped_slot gives (its own AsyncLocalStorage
+   * holds the OpenTelemetry stores). */
+  cld_frame_key_t labels_key;
   bool has_layout;
   cld_v8_layout_t layout;
   char layout_path[4096];      /* the module that exports it */

@@ -37,7 +37,7 @@ static cld_frame_status_t find_frame(const cld_process_t *p, uint64_t tp, uint64
   uint64_t nodejs;
   switch (cld_variable_address(&p->nodejs, tp, &nodejs, why, why_size)) {
     case CLD_VAR_OK:
-      return cld_frame_find(p->pid, p->has_layout ? &p->layout : NULL, nodejs, word, why, why_size);
+      return cld_frame_find(p->pid, p->has_layout ? &p->layout : NULL, nodejs, &p->labels_key, word, why, why_size);
     case CLD_VAR_UNTOUCHED:
       return CLD_FRAME_OFF;
     case CLD_VAR_ERROR:
@@ -155,7 +155,7 @@ static cld_frame_status_t find_otel_field(const cld_otel_source_t *src, uint64_t
     default:
       return CLD_FRAME_ERROR;
   }
-  cld_frame_status_t status = cld_frame_field(p->pid, src->walk_ok ? &src->walk : NULL, nodejs, field, why, why_size);
+  cld_frame_status_t status = cld_frame_field(p->pid, src->walk_ok ? &src->walk : NULL, nodejs, NULL, field, why, why_size);
   /* Without a walk, the reason is why there is none. */
   if (status == CLD_FRAME_ERROR && !src->walk_ok) snprintf(why, why_size, "%s", src->why);
   return status;

@@ -4,8 +4,11 @@
  * holds its label set, over memory that may be anything.
  *
  * The input: the custom_labels_v8_layout a process would export (48 bytes),
- * a flag byte (bit 0: no layout found), the offset of the discovery struct
- * in the image (u64), then a memory image at IMAGE_BASE.  A short input
+ * a flag byte (bit 0: no layout found; bit 1: the AsyncLocalStorage is
+ * named by two thread-locals at offsets 32 and 40 from the discovery struct,
+ * as custom_labels_als_handle and its hash could be, rather than at 8 and 16,
+ * the struct's own words, as the corpus was made), the offset of the
+ * discovery struct in the image (u64), then a memory image at IMAGE_BASE.  A short input
  * reads as zeros past its end.
  *
  * Properties beyond the sanitizers: the walk ends (bounded) with a known
@@ -44,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   uint64_t word = 0;
   memset(why, 'x', sizeof(why));
-  cld_frame_status_t s = cld_frame_find(0, l, nodejs, &word, why, sizeof(why));
+  cld_frame_key_t key = (flags & 2) ? (cld_frame_key_t){32, 40} : (cld_frame_key_t){8, 16};
+  cld_frame_status_t s = cld_frame_find(0, l, nodejs, &key, &word, why, sizeof(why));
   CHECK(s == CLD_FRAME_OFF || s == CLD_FRAME_SET || s == CLD_FRAME_NONE || s == CLD_FRAME_ERROR);
   if (s == CLD_FRAME_NONE || s == CLD_FRAME_ERROR) CHECK(memchr(why, '\0', sizeof(why)) != NULL);
   if (s == CLD_FRAME_SET) {

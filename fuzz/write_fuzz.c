@@ -1,6 +1,6 @@
 /*
  * Fuzz target: writing a label set into the arena (src/labelset.c,
- * cl_labelset_write_ascii), the one piece of the addon that lays out bytes
+ * cl__labelset_write_ascii), the one piece of the addon that lays out bytes
  * from sizes it is handed.
  *
  * Input: one byte n (the label count, 0-12 so that too many is tried too),
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/customlabels.h"
+#include "../src/internal.h"
 #include "../test/fixtures/abi_read.h"
 #include "check.h"
 
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   static uint16_t units[2 * MAX_N][MAX_UNITS];
   unsigned char *memory[2 * MAX_N] = {NULL};
-  cl_units_t strings[2 * MAX_N];
+  cl__units_t strings[2 * MAX_N];
   size_t need = sizeof(custom_labels_labelset_t) + n * sizeof(custom_labels_label_t);
   bool ascii = true;
   for (size_t i = 0; i < 2 * n; i++) {
@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char *block = malloc(bytes ? (size_t)bytes : 1);
   CHECK(block != NULL);
 
-  size_t used = cl_labelset_write_ascii(block, (size_t)bytes, strings, n);
+  size_t used = cl__labelset_write_ascii(block, (size_t)bytes, strings, n);
   bool allowed = n > 0 && n <= CL_MAX_LABELS && need <= (size_t)bytes && ascii;
   if (!allowed) {
     CHECK(used == 0);
@@ -127,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The same set at an address that is not CL_ALIGN-aligned is refused. */
   unsigned char *shifted = malloc((size_t)bytes + 1);
   CHECK(shifted != NULL);
-  CHECK(cl_labelset_write_ascii(shifted + 1, (size_t)bytes, strings, n) == 0);
+  CHECK(cl__labelset_write_ascii(shifted + 1, (size_t)bytes, strings, n) == 0);
   free(shifted);
 done:
   for (size_t i = 0; i < 2 * n; i++) free(memory[i]);

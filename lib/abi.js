@@ -88,13 +88,15 @@ function addKey(key) {
 
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
-// The numeric arguments and the result of the addon's writeSet
-// (src/addon.c), in memory the addon shares: [0] and [1] the block's offset
-// and end, [KEY_PLACES + i] label i's key place in the key area (offset * 64
-// + length) or NOT_IN_KEY_AREA; after the call, [0] is where the set's last
-// string ends, or REFUSED.  Numbers go through this memory rather than as
-// arguments because reading and making numbers are Node-API calls.
-const writeArgs = binding ? new Uint32Array(binding.request()) : null;
+// The write arguments: the numeric arguments and the result of the addon's
+// writeSet, in memory the addon shares (src/addon.c, under the same names
+// with CL_): [0] and [1] the block's offset and end, [KEY_PLACES + i] label
+// i's key place in the key area (offset * 64 + length) or NOT_IN_KEY_AREA;
+// after the call, [0] is where the set's last string ends, or REFUSED (the
+// WebAssembly writer returns -1, the same bits).  Numbers go through this
+// memory rather than as arguments because reading and making numbers are
+// Node-API calls.
+const writeArgs = binding ? new Uint32Array(binding.writeArgs()) : null;
 const KEY_PLACES = 2;
 const NOT_IN_KEY_AREA = 0xffffffff;
 const REFUSED = 0xffffffff;

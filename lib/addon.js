@@ -25,10 +25,10 @@ const { LIMITS } = require('./checks');
 // lib/record.js writes field by field.  The sizes lib/ takes from the addon
 // (the arena's, the record's largest) are checked against each other and
 // the label limits in layoutMismatch().  `binding`: the functions lib/
-// calls on the addon (src/customlabels.h CL_BINDING_VERSION).
+// calls on the addon (src/internal.h CL_BINDING_VERSION).
 const LAYOUT = {
   maxLabels: LIMITS.maxLabels,
-  binding: 1, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  binding: 2, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
   align: 8, otelRecordHeader: 28,
 };
@@ -364,17 +364,16 @@ if (binding) {
 
 // Readers outside the process tell this thread from the others by Node's
 // threadId, which Node 20 and 22 do not put in the thread's name
-// (src/abi.c cl_thread_mark).
+// (src/thread_mark.c).
 if (binding) binding.markThread(threadId);
 
 // glibc puts a dlopen()ed module in static TLS only while its surplus for
 // such modules lasts; past that, in dynamic TLS, where eBPF profilers read
 // garbage instead of the labels and nothing else would show it.  The
-// module stays loaded for the life of the process (src/abi.c), so where it
+// module stays loaded for the life of the process (src/placement.c), so where it
 // lands does not change: the first thread in the process to load it says
 // so, once.
-const tls = binding ? binding.tls() : null;
-if (tls !== null && tls.warn) {
+if (binding && binding.claimDynamicTlsWarning()) {
   process.emitWarning(
     `${file} is in dynamic TLS: eBPF profilers cannot read its labels, which the package still publishes for ` +
     'readers that use the thread\'s DTV (customlabels-dump, gdb). glibc ran out of the static TLS it keeps for ' +

@@ -141,4 +141,4 @@ function ownerApi() {
   return local;
 }
 
-module.exports = { standing, owner, conflict, register, ownerApi, PROTOCOL, KEY };
+module.exports = { standing, owner, conflict, register, ownerApi };

@@ -41,7 +41,9 @@ export interface ThreadContextOptions {
  * Turns on the OpenTelemetry Thread Context for the whole process: publishes
  * the OTEP 4719 process context (an OTEL_CTX mapping naming the schema and
  * the attribute keys) and, in every thread, an OTEP 4947 record beside each
- * label set, pointed at by the thread-local `otel_thread_ctx_v1`.  Returns
+ * label set: pointed at by the thread-local `otel_thread_ctx_v1` in hooks
+ * mode, reached through V8's AsyncContextFrame and
+ * `otel_thread_ctx_nodejs_v1` in frame mode (CUSTOMLABELS_PUBLISH=frame).  Returns
  * false, doing nothing, where `supported` is false.
  * @throws {TypeError} for options of the wrong type.
  * @throws {RangeError} for resource attributes beyond the limits.

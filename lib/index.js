@@ -26,7 +26,7 @@ const INTERNAL = Symbol.for('customlabels.internal.v1');
 // mode was asked for and cannot run, or the value is neither mode, one
 // warning per process says why, and hooks mode publishes.  Once per process
 // even where workers load the package before the main thread does, or
-// together: the addon keeps the word that says it was given (src/abi.c).
+// together: the addon keeps the word that says it was given (src/status.c).
 // Without the addon, worker environment data stands in: workers started
 // before the warning, or by a thread that never loaded the package, warn
 // again, as the missing addon's own warning does (lib/addon.js).

@@ -9,6 +9,7 @@
 // attach the same way.
 
 const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
+const { isMap } = require('node:util').types;
 
 // The C library this process runs on: 'glibc', 'musl' or 'unknown', from
 // the dynamic loader mapped into it (reading /proc/self/maps takes well
@@ -98,4 +99,27 @@ function missingHooks() {
   return null;
 }
 
-module.exports = { unsupportedReason, libc, usesAsyncContextFrame, canSkipPromises, missingHooks };
+
+// Where AsyncLocalStorage runs on AsyncContextFrame: the class of Node's
+// frames (internal/async_context_frame), whose statics `set` and
+// `exchange` are what Node's JavaScript calls, by property lookup on the
+// class, every time it changes the current frame (AsyncResource's
+// runInAsyncScope, timers, immediates, ticks, unhandled rejections,
+// AsyncLocalStorage's enterWith and run), or null where it cannot be
+// found.  Found from a frame: an AsyncResource keeps the frame it was made
+// in under an own symbol, 'context_frame', in Node 22 to 26
+// (lib/async_hooks.js); the frame is an instance of the class.  On Node 22
+// and 24 the statics are inherited (ActiveAsyncContextFrame), on 26 own.
+function contextFrameClass() {
+  const probe = new AsyncLocalStorage();
+  const resource = probe.run(true, () => new AsyncResource('customlabels.probe', { requireManualDestroy: true }));
+  probe.disable();
+  const key = Object.getOwnPropertySymbols(resource).find((s) => s.description === 'context_frame');
+  const frame = key === undefined ? undefined : resource[key];
+  if (!isMap(frame) || frame.get(probe) !== true) return null;
+  const Frame = frame.constructor;
+  if (typeof Frame !== 'function' || typeof Frame.set !== 'function' || typeof Frame.exchange !== 'function') return null;
+  return Frame;
+}
+
+module.exports = { unsupportedReason, libc, usesAsyncContextFrame, canSkipPromises, missingHooks, contextFrameClass };

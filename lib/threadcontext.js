@@ -7,12 +7,17 @@
 //
 // The schema the process context names follows how this thread publishes:
 // hooks mode points otel_thread_ctx_v1 at the current record (OTEP 4947's
-// tlsdesc_v1_dev); frame mode hangs the record on the store object in
-// V8's AsyncContextFrame, which readers reach through
-// otel_thread_ctx_nodejs_v1, and names nodejs_v1_dev with the V8 layout
-// those readers walk with (the keys of open-telemetry/opentelemetry-ebpf-
-// profiler design-docs/01861-nodejs-thread-context/README.md
-// @0513b7cf7d06666fec4076a998ee4dc7c09088cb, "Process context attributes").
+// tlsdesc_v1_dev); frame mode puts the record in internal field 0 of an
+// OpenTelemetry store in V8's AsyncContextFrame, under the AsyncLocalStorage
+// otel_thread_ctx_nodejs_v1 names, as @datadog/pprof 5.20.0 does, and names
+// nodejs_v1_dev (open-telemetry/opentelemetry-ebpf-profiler
+// design-docs/01861-nodejs-thread-context/README.md @76f8bb8e2b31).  It
+// also publishes the V8 layout keys of that document's earlier text
+// (@0513b7cf7d06, "Process context attributes"), which the later text drops
+// for constants: their values are those of this layout (js_object_record_
+// offset is field 0's offset, 24 on Node 22 and 32 from Node 24, where the
+// later text's fixed 24 does not hold), so a reader that takes them walks
+// right, and one that ignores them loses nothing.
 
 const { binding } = require('./addon');
 const { recordsOn } = require('./record');
@@ -51,7 +56,7 @@ function layoutWords() {
   return words;
 }
 const MAX_ATTRIBUTES = layout === null ? 128 : layout.otelMaxResource;
-const MAX_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
+const MAX_RESOURCE_KEY = layout === null ? 255 : layout.otelMaxResourceKey;
 const MAX_VALUE = layout === null ? 4096 : layout.otelMaxResourceValue;
 // What the resource attributes together may take of the process context's
 // 64 KiB payload, as encoded, leaving room for a full key map of 256 label
@@ -74,7 +79,7 @@ function attributeBytes(keyBytes, valueBytes) {
 }
 
 // The process context's answers to a change it refused (cl_status_t,
-// src/customlabels.h).  A refused change changed nothing.
+// src/internal.h).  A refused change changed nothing.
 const ENOMEM = -1;
 const ETOOBIG = -2;
 const EINVAL = -4; // the count, from a copy of the addon that predates ETOOMANY
@@ -124,8 +129,8 @@ function checkOptions(options) {
   for (const key of keys) {
     const where = `options.resource[${quote(key)}]`;
     const keyBytes = utf8Length(key);
-    if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_KEY) {
-      throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_KEY} bytes of well-formed UTF-8`);
+    if (!key.isWellFormed() || keyBytes === 0 || keyBytes > MAX_RESOURCE_KEY) {
+      throw new RangeError(`${WHO}: ${where}: attribute keys must be 1 to ${MAX_RESOURCE_KEY} bytes of well-formed UTF-8`);
     }
     if (key.startsWith(RESERVED)) {
       throw new RangeError(`${WHO}: ${where}: keys starting with "${RESERVED}" are the thread context's own`);

@@ -14,25 +14,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "customlabels.h"
+#include "internal.h"
 #include "otel.h"
 
-/* What writeSet's caller writes before each call, and reads back after it
- * (lib/abi.js): the block's offset and end in the arena, then label i's
- * key place (offset * 64 + length, in the key area) or CL_NO_PLACE.  On
- * return, [0] is where the set's last string ends, or CL_NOT_WRITTEN.
- * Numbers pass through this memory rather than as arguments: reading a
- * number argument, and making the number returned, are Node-API calls. */
-#define CL_NO_PLACE 0xffffffffu
-#define CL_NOT_WRITTEN 0xffffffffu
-enum { CL_REQUEST_WORDS = 2 + CL_MAX_LABELS };
+/* The write arguments: what writeSet's caller writes before each call, and
+ * reads back after it (lib/abi.js, under the same names): [0] and [1] the
+ * block's offset and end in the arena, [CL_KEY_PLACES + i] label i's key
+ * place (offset * 64 + length, in the key area) or CL_NOT_IN_KEY_AREA.  On
+ * return, [0] is where the set's last string ends, or CL_REFUSED (all ones,
+ * as the WebAssembly writer's -1, src/setwriter.wat).  Numbers pass through
+ * this memory rather than as arguments: reading a number argument, and
+ * making the number returned, are Node-API calls. */
+#define CL_NOT_IN_KEY_AREA 0xffffffffu
+#define CL_REFUSED 0xffffffffu
+enum { CL_KEY_PLACES = 2, CL_WRITE_ARGS_WORDS = CL_KEY_PLACES + CL_MAX_LABELS };
 
 typedef struct {
-  cl_arena_t arena;
+  cl__arena_t arena;
   /* The ArrayBuffer of adopted arena memory (adoptArena), or NULL: held so
    * that the memory outlives every pointer the thread may publish into it. */
   napi_ref adopted;
-  uint32_t request[CL_REQUEST_WORDS];
+  uint32_t write_args[CL_WRITE_ARGS_WORDS];
   /* Where Parca Agent reads this thread's pointer, when that is not the
    * slot (src/arch_aarch64.c), or NULL; cleared with the slot at teardown. */
   custom_labels_labelset_t **copy;
@@ -81,10 +83,10 @@ static addon_state_t *state_of(napi_env env, napi_callback_info info, size_t *ar
   return data;
 }
 
-/* Throws the message of `status` (cl_strerror) for what was being done. */
+/* Throws the message of `status` (cl__strerror) for what was being done. */
 static napi_value fail(napi_env env, const char *doing, int status) {
   char message[320];
-  snprintf(message, sizeof(message), "customlabels: %s: %s", doing, cl_strerror(status));
+  snprintf(message, sizeof(message), "customlabels: %s: %s", doing, cl__strerror(status));
   napi_throw_error(env, NULL, message);
   return NULL;
 }
@@ -100,7 +102,7 @@ static napi_value slot_buffer(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
   /* The slot lives as long as the thread, which outlives its environment. */
-  CALL(env, napi_create_external_arraybuffer(env, cl_slot(), sizeof(void *),
+  CALL(env, napi_create_external_arraybuffer(env, cl__slot(), sizeof(void *),
                                              NULL, NULL, &result));
   return result;
 }
@@ -143,7 +145,7 @@ static napi_value parca_copy_buffer(napi_env env, napi_callback_info info) {
 static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, NULL, NULL);
   if (state == NULL) return NULL;
-  cl_status_t status = cl_arena_map(&state->arena);
+  cl_status_t status = cl__arena_map(&state->arena);
   if (status != CL_OK) return fail(env, "could not map this thread's label arena", status);
   uintptr_t base = (uintptr_t)state->arena.base;
   napi_value buffer, result;
@@ -183,7 +185,7 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
   /* The reference exists before the arena points into the buffer. */
   napi_ref ref;
   CALL(env, napi_create_reference(env, buffer, 1, &ref));
-  cl_status_t status = cl_arena_adopt(&state->arena, base);
+  cl_status_t status = cl__arena_adopt(&state->arena, base);
   if (status != CL_OK) {
     napi_delete_reference(env, ref);
     return fail(env, "could not adopt the set writer's memory as this thread's arena", status);
@@ -198,28 +200,29 @@ static napi_value adopt_arena(napi_env env, napi_callback_info info) {
 }
 
 /*
- * request(): an ArrayBuffer over this environment's request words (above).
+ * writeArgs(): an ArrayBuffer over this environment's write arguments (above).
  * Like the arena's, it is a window onto memory the state owns, valid until
  * the environment is torn down.
  */
-static napi_value request_buffer(napi_env env, napi_callback_info info) {
+static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
   addon_state_t *state = state_of(env, info, NULL, NULL);
   if (state == NULL) return NULL;
   napi_value result;
-  CALL(env, napi_create_external_arraybuffer(env, state->request, sizeof(state->request),
+  CALL(env, napi_create_external_arraybuffer(env, state->write_args, sizeof(state->write_args),
                                              NULL, NULL, &result));
   return result;
 }
 
 /*
  * writeSet(key, value, ...): writes the set of those labels into the
- * arena's block [request[0], request[1]) (cl_labelset_write_ascii), and
- * leaves in request[0] where its last string ends, or CL_NOT_WRITTEN when
- * it did not write it: a string not ASCII, or anything that is not what
- * lib/abi.js passes.  Returns undefined.  Strings come as arguments, not
- * as an array: reading an array's elements through Node-API would cost a
- * call per element.  A key whose place is in request[2 + i] is not read:
- * its entry points at its bytes in the arena's key area (lib/abi.js).
+ * arena's block [write_args[0], write_args[1]) (cl__labelset_write_ascii),
+ * and leaves in write_args[0] where its last string ends, or CL_REFUSED
+ * when it did not write it: a string not ASCII, or anything that is not
+ * what lib/abi.js passes.  Returns undefined.  Strings come as arguments,
+ * not as an array: reading an array's elements through Node-API would cost
+ * a call per element.  A key whose place is in write_args[CL_KEY_PLACES +
+ * i] is not read: its entry points at its bytes in the arena's key area
+ * (lib/abi.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
  */
@@ -228,20 +231,20 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
   napi_value argv[2 * CL_MAX_LABELS + 1];
   addon_state_t *state = state_of(env, info, &argc, argv);
   if (state == NULL) return NULL;
-  const cl_arena_t *arena = &state->arena;
-  uint32_t *request = state->request;
-  uint32_t offset = request[0], end = request[1];
-  uint32_t result = CL_NOT_WRITTEN;
+  const cl__arena_t *arena = &state->arena;
+  uint32_t *write_args = state->write_args;
+  uint32_t offset = write_args[0], end = write_args[1];
+  uint32_t result = CL_REFUSED;
   size_t n = argc / 2;
   if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
       offset <= end && end <= CL_ARENA_BYTES) {
     uint16_t units[2 * CL_MAX_LABELS][CL_MAX_STRING_UNITS + 1];
-    cl_units_t strings[2 * CL_MAX_LABELS];
+    cl__units_t strings[2 * CL_MAX_LABELS];
     bool ok = true;
     for (size_t i = 0; i < 2 * n && ok; i++) {
       size_t len = 0;
-      uint32_t place = (i & 1) == 0 ? request[2 + i / 2] : CL_NO_PLACE;
-      if (place != CL_NO_PLACE) {
+      uint32_t place = (i & 1) == 0 ? write_args[CL_KEY_PLACES + i / 2] : CL_NOT_IN_KEY_AREA;
+      if (place != CL_NOT_IN_KEY_AREA) {
         size_t at = place >> 6;
         len = place & 63;
         ok = len < CL_MAX_STRING_UNITS && at >= CL_KEY_AREA && at + len <= CL_ARENA_BYTES;
@@ -257,10 +260,10 @@ static napi_value write_set(napi_env env, napi_callback_info info) {
       }
       strings[i].len = len;
     }
-    size_t used = ok ? cl_labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
+    size_t used = ok ? cl__labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
     if (used != 0) result = offset + (uint32_t)used;
   }
-  request[0] = result;
+  write_args[0] = result;
   return NULL;
 }
 
@@ -283,7 +286,7 @@ static bool set_bool(napi_env env, napi_value object, const char *name, bool val
   return napi_get_boolean(env, value, &v) == napi_ok && napi_set_named_property(env, object, name, v) == napi_ok;
 }
 
-static void push_peer(const cl_peer_t *peer, void *opaque) {
+static void push_peer(const cl__peer_t *peer, void *opaque) {
   peers_ctx_t *ctx = opaque;
   if (ctx->failed) return;
   napi_value o, p;
@@ -304,7 +307,7 @@ static napi_value peers(napi_env env, napi_callback_info info) {
   (void)info;
   peers_ctx_t ctx = {env, NULL, 0, false};
   CALL(env, napi_create_array(env, &ctx.array));
-  cl_peers(push_peer, &ctx);
+  cl__peers(push_peer, &ctx);
   if (ctx.failed) {
     throw_status(env, "peers");
     return NULL;
@@ -317,7 +320,7 @@ static napi_value otel_slot_buffer(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
   /* Like slot(): the variable lives as long as the thread. */
-  CALL(env, napi_create_external_arraybuffer(env, cl_otel_slot(), sizeof(void *), NULL, NULL,
+  CALL(env, napi_create_external_arraybuffer(env, cl__otel_slot(), sizeof(void *), NULL, NULL,
                                              &result));
   return result;
 }
@@ -461,34 +464,26 @@ static napi_value otel_key_index(napi_env env, napi_callback_info info) {
 static napi_value claim_publish_warning(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
-  CALL(env, napi_get_boolean(env, cl_claim_warning(CL_WARN_PUBLISH), &result));
+  CALL(env, napi_get_boolean(env, cl__claim_warning(CL_WARN_PUBLISH), &result));
   return result;
 }
 
 /*
- * tls(): { static, offset, warn } for this module's TLS block on the
- * calling thread: whether readers find custom_labels_current_set at the
- * thread pointer plus its descriptor's second word (src/abi.c), that word,
- * and whether this caller is the one in the process that warns when they
- * do not.
+ * claimDynamicTlsWarning(): true when readers do not find this thread's
+ * custom_labels_current_set at the thread pointer plus its descriptor's
+ * second word (the module is in dynamic TLS, src/placement.c) and this caller is
+ * the first in the process to ask: the one that warns (lib/addon.js).
  */
-static napi_value tls_placement(napi_env env, napi_callback_info info) {
+static napi_value claim_dynamic_tls_warning(napi_env env, napi_callback_info info) {
   (void)info;
-  long offset = 0;
-  bool is_static = cl_static_tls(&offset);
-  napi_value result, flag, warn;
-  CALL(env, napi_create_object(env, &result));
-  CALL(env, napi_get_boolean(env, is_static, &flag));
-  CALL(env, napi_set_named_property(env, result, "static", flag));
-  if (!set_number(env, result, "offset", (double)offset)) return NULL;
-  CALL(env, napi_get_boolean(env, !is_static && cl_claim_warning(CL_WARN_DYNAMIC_TLS), &warn));
-  CALL(env, napi_set_named_property(env, result, "warn", warn));
+  napi_value result;
+  CALL(env, napi_get_boolean(env, !cl__static_tls() && cl__claim_warning(CL_WARN_DYNAMIC_TLS), &result));
   return result;
 }
 
 /*
  * markThread(threadId): names this thread for readers outside the process
- * with Node's threadId (cl_thread_mark), once per environment; returns
+ * with Node's threadId (cl__thread_mark), once per environment; returns
  * whether it could.
  */
 static napi_value mark_thread(napi_env env, napi_callback_info info) {
@@ -498,7 +493,7 @@ static napi_value mark_thread(napi_env env, napi_callback_info info) {
   if (state == NULL) return NULL;
   int64_t id = 0;
   if (state->mark == NULL && argc == 1 && napi_get_value_int64(env, argv[0], &id) == napi_ok && id >= 0)
-    state->mark = cl_thread_mark((uint64_t)id, &state->mark_bytes);
+    state->mark = cl__thread_mark((uint64_t)id, &state->mark_bytes);
   napi_value result;
   CALL(env, napi_get_boolean(env, state->mark != NULL, &result));
   return result;
@@ -507,11 +502,11 @@ static napi_value mark_thread(napi_env env, napi_callback_info info) {
 static void destroy_state(napi_env env, void *data, void *hint) {
   (void)hint;
   addon_state_t *state = data;
-  cl_thread_unmark(state->mark, state->mark_bytes);
+  cl__thread_unmark(state->mark, state->mark_bytes);
   /* The thread's pointers into the arena are cleared before its memory is
    * unmapped, or, adopted, may be freed with its buffer. */
-  if (state->arena.base != NULL) cl_unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
-  cl_arena_destroy(&state->arena);
+  if (state->arena.base != NULL) cl__unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
+  cl__arena_destroy(&state->arena);
   if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
@@ -553,23 +548,23 @@ static napi_value layout(napi_env env) {
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   /* Before anything else: a module that Node unloads when this environment
-   * ends would come back elsewhere in TLS (src/abi.c).  Where it cannot be
-   * kept, tls() still tells where it is. */
-  cl_stay_loaded();
+   * ends would come back elsewhere in TLS (src/placement.c).  Where it cannot be
+   * kept, claimDynamicTlsWarning() still tells where it is. */
+  cl__stay_loaded();
   /* Owner: the environment, through instance data; freed by destroy_state. */
   addon_state_t *state = malloc(sizeof(*state));
   if (state == NULL) {
     napi_throw_error(env, NULL, "customlabels: out of memory");
     return NULL;
   }
-  cl_arena_init(&state->arena);
+  cl__arena_init(&state->arena);
   state->adopted = NULL;
   state->mark = NULL;
   state->mark_bytes = 0;
   /* Nothing to write until lib/abi.js fills it in. */
-  for (size_t i = 0; i < CL_REQUEST_WORDS; i++) state->request[i] = CL_NO_PLACE;
+  for (size_t i = 0; i < CL_WRITE_ARGS_WORDS; i++) state->write_args[i] = CL_NOT_IN_KEY_AREA;
   /* Module initialisation runs on the environment's own thread. */
-  state->copy = cl_parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
+  state->copy = cl__parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
     free(state);
     throw_status(env, "napi_set_instance_data");
@@ -588,9 +583,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetLayout", NULL, otel_set_layout, NULL, NULL, NULL, napi_enumerable, NULL},
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
-      {"tls", NULL, tls_placement, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"claimDynamicTlsWarning", NULL, claim_dynamic_tls_warning, NULL, NULL, NULL, napi_enumerable, NULL},
       {"claimPublishWarning", NULL, claim_publish_warning, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"request", NULL, request_buffer, NULL, NULL, NULL, napi_enumerable, state},
+      {"writeArgs", NULL, write_args_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };

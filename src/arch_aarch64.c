@@ -28,7 +28,7 @@
  * 0, and a dtv_t is 16 bytes): for Node's executables, aligned to 8, that
  * is 16 bytes.  The distance is the same on every thread.
  *
- * So the module keeps room in its TLS block past the slot (src/abi.c), and
+ * So the module keeps room in its TLS block past the slot (src/tls.c), and
  * JavaScript writes the set's address there too, before the slot
  * (lib/context/hooks.js).  This file says where that place is, after checking
  * that it is inside this module's own block and on no exported variable.
@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "customlabels.h"
+#include "internal.h"
 #include "glibc_compat.h"
 
 #if !defined(__aarch64__)
@@ -55,7 +55,7 @@
  */
 static uintptr_t own_slot(void) {
   Dl_info info;
-  if (dladdr((void *)cl_parca_copy, &info) == 0 || info.dli_fname == NULL) return 0;
+  if (dladdr((void *)cl__parca_copy, &info) == 0 || info.dli_fname == NULL) return 0;
   void *self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   if (self == NULL) return 0;
   void *variable = dlsym(self, "custom_labels_current_set");
@@ -63,10 +63,10 @@ static uintptr_t own_slot(void) {
   return (uintptr_t)variable;
 }
 
-custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
+custom_labels_labelset_t **cl__parca_copy(long *delta, char *why, size_t size) {
   *delta = -1;
   uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
-  uintptr_t slot = (uintptr_t)cl_slot();
+  uintptr_t slot = (uintptr_t)cl__slot();
   /* Parca Agent's reading, as it does it: the DTV pointer at the thread
    * pointer, then dtv[1].val 16 bytes into the DTV. */
   const uintptr_t *dtv = *(const uintptr_t *const *)tp;
@@ -105,9 +105,9 @@ custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
 /*
  * The second word of this module's TLSDESC descriptor for
  * custom_labels_current_set, and the thread pointer (tpidr_el0) a reader
- * adds it to (src/abi.c, cl_static_tls).
+ * adds it to (src/placement.c, cl__static_tls).
  */
-uintptr_t cl_slot_descriptor_word(uintptr_t *tp) {
+uintptr_t cl__slot_descriptor_word(uintptr_t *tp) {
   const uintptr_t *descriptor;
   __asm__("adrp %0, :tlsdesc:custom_labels_current_set\n\t"
           "add %0, %0, :tlsdesc_lo12:custom_labels_current_set"

@@ -5,7 +5,7 @@
  */
 #include <stdint.h>
 
-#include "customlabels.h"
+#include "internal.h"
 
 #if !defined(__x86_64__)
 #error "src/arch_x86_64.c is for x86-64 only: binding.gyp chooses the file per architecture"
@@ -13,7 +13,7 @@
 
 /* Parca Agent reads TP + descriptor[1] here, the slot itself
  * (src/arch_aarch64.c cites where it computes that): no copy is kept. */
-custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
+custom_labels_labelset_t **cl__parca_copy(long *delta, char *why, size_t size) {
   (void)size;
   *delta = 0;
   why[0] = '\0';
@@ -24,9 +24,9 @@ custom_labels_labelset_t **cl_parca_copy(long *delta, char *why, size_t size) {
  * The second word of this module's TLSDESC descriptor for
  * custom_labels_current_set, and the thread pointer a reader adds it to:
  * %fs:0, where glibc keeps the TCB's own address, equal to fs_base
- * (src/abi.c, cl_static_tls).
+ * (src/placement.c, cl__static_tls).
  */
-uintptr_t cl_slot_descriptor_word(uintptr_t *tp) {
+uintptr_t cl__slot_descriptor_word(uintptr_t *tp) {
   const uintptr_t *descriptor;
   __asm__("lea custom_labels_current_set@TLSDESC(%%rip), %0" : "=a"(descriptor));
   __asm__("mov %%fs:0, %0" : "=r"(*tp));

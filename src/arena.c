@@ -1,11 +1,11 @@
-/* The per-thread arena of label sets.  See customlabels.h. */
+/* The per-thread arena of label sets.  See src/internal.h. */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, prctl names */
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
-#include "customlabels.h"
+#include "internal.h"
 
 _Static_assert((CL_ARENA_BYTES & (CL_ARENA_BYTES - 1)) == 0,
                "the arena's size is a power of two, so aligning to it keeps it within 4 GiB");
@@ -16,7 +16,7 @@ _Static_assert(CL_CHUNK_BYTES % CL_ALIGN == 0, "chunks keep sets aligned");
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-void cl_arena_init(cl_arena_t *arena) {
+void cl__arena_init(cl__arena_t *arena) {
   arena->base = NULL;
   arena->owned = false;
 }
@@ -52,7 +52,7 @@ static void name(unsigned char *base) {
         (unsigned long)"customlabels");
 }
 
-cl_status_t cl_arena_map(cl_arena_t *arena) {
+cl_status_t cl__arena_map(cl__arena_t *arena) {
   if (arena->base != NULL) return arena->owned ? CL_OK : CL_EBUSY;
   unsigned char *base = map_aligned();
   if (base == NULL) return CL_ENOMEM;
@@ -62,7 +62,7 @@ cl_status_t cl_arena_map(cl_arena_t *arena) {
   return CL_OK;
 }
 
-cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base) {
+cl_status_t cl__arena_adopt(cl__arena_t *arena, unsigned char *base) {
   if (arena->base != NULL) return CL_EBUSY;
   name(base);
   arena->base = base;
@@ -70,7 +70,7 @@ cl_status_t cl_arena_adopt(cl_arena_t *arena, unsigned char *base) {
   return CL_OK;
 }
 
-void cl_arena_destroy(cl_arena_t *arena) {
+void cl__arena_destroy(cl__arena_t *arena) {
   if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
   arena->owned = false;

@@ -12,14 +12,28 @@
 // pointer at +24 and the token at +32.  The set behind it is a Custom Label
 // ABI v1 set (lib/context/frame-sets.js writes both).
 //
+// The OpenTelemetry Node.js thread context (otel_thread_ctx_nodejs_v1, the
+// design of open-telemetry/opentelemetry-ebpf-profiler
+// design-docs/01861-nodejs-thread-context/README.md @76f8bb8e2b31) names a
+// second AsyncLocalStorage of its own, whose stores are other objects: their
+// internal field 0 points straight at an OTEP 4947 record, as the writer of
+// @datadog/pprof 5.20.0 lays out its ThreadContext objects (read in its
+// objects' memory on Node 22, 24 and 26: field 0 at +24, or at +32 after a
+// zero word; the discovery struct is that of DataDog/pprof-nodejs
+// bindings/otel-thread-ctx.cc @3ea945b451604ea5185b14f3b7a46cc7df969908,
+// whose CtxWrap still put one more pointer between field 0 and the record).
+// The two cannot share a store: each reader takes field 0 of the store it
+// reaches as its own record.
+//
 // This file holds only what needs V8's C++ API, and is built once per Node
 // major against that major's headers (binding.gyp for the running Node,
 // scripts/prebuild.js for the others):
-//   - the store objects: an ObjectTemplate with two internal fields, made
-//     many per call (fill());
+//   - the label-set store objects: an ObjectTemplate with one internal
+//     field, made many per call (fill());
+//   - the OpenTelemetry store objects, one per record (otelStore());
 //   - the arena chunks the records and sets live in (chunk());
-//   - publishing the AsyncLocalStorage: the thread-locals readers look for
-//     are the main addon's (src/abi.c), reached through its cl_frame_tls();
+//   - publishing the two AsyncLocalStorages: the thread-locals readers look
+//     for are the main addon's (src/tls.c), reached through its cl_frame_tls();
 //     this file defines none, so a reader only ever claims customlabels.node;
 //   - custom_labels_v8_layout, the constants a reader needs, from V8's
 //     headers of the major this file was built for.
@@ -44,7 +58,7 @@
 #include <vector>
 
 extern "C" {
-#include "customlabels.h"
+#include "companion.h"
 }
 
 #define CL_EXPORT __attribute__((visibility("default")))
@@ -70,14 +84,14 @@ struct cl_v8_layout_t {
   uint32_t ordered_hash_map_header_size;  // 0x10
   uint32_t entry_size;                    // {key, value, next}: 24
   uint32_t record_field_offset;           // internal field 0 in the store object
-  uint32_t otel_record_field_offset;      // internal field 1
+  uint32_t otel_record_field_offset;      // internal field 0 of an OpenTelemetry store: the same
   uint32_t labelset_offset;               // the set pointer in the record: 24
   uint32_t token_offset;                  // the token in the record: 32
   uint64_t token;                         // 0xEC9EB507FB5D7903
 };
 CL_EXPORT extern const cl_v8_layout_t custom_labels_v8_layout;
 const cl_v8_layout_t custom_labels_v8_layout = {
-    1, sizeof(cl_v8_layout_t), 8, 0x18, 0x10, 24, kField0, kField0 + 8, 24, 32, 0xEC9EB507FB5D7903ull};
+    1, sizeof(cl_v8_layout_t), 8, 0x18, 0x10, 24, kField0, kField0, 24, 32, 0xEC9EB507FB5D7903ull};
 }
 
 namespace {
@@ -95,10 +109,6 @@ using v8::ObjectTemplate;
 using v8::String;
 using v8::Value;
 
-// Per environment (main thread or worker): the AsyncLocalStorage whose slot
-// the thread-locals point at, the store template, and the calling thread's
-// thread-locals in the main addon.  Owned by the environment; freed by its
-// cleanup hook.
 // Per chunk (JavaScript's number for it): weak handles to the store objects
 // whose records are in that chunk, so that JavaScript can learn which are
 // still reachable once the chunk is retired (live()) and move just those
@@ -112,18 +122,28 @@ struct Group {
   std::vector<Global<Object>> stores;
 };
 
+// Per environment (main thread or worker): the AsyncLocalStorage whose slot
+// Parca's thread-locals point at, the one otel_thread_ctx_nodejs_v1 names,
+// the store template, the model OpenTelemetry stores are copied from (made
+// at the first), and the calling thread's thread-locals in the main addon.
+// Owned by the environment; freed by its cleanup hook.
 struct FrameEnv {
   Global<Object> als;
+  Global<Object> otel_als;
   Global<ObjectTemplate> store;
+  Global<Object> otel_model;
   cl_frame_tls_t tls;
   std::unordered_map<uint32_t, Group> groups;
 };
 
-// Internal field 0: the record Parca Agent's Node.js path reads (its
-// wrapped_object_offset is this field's offset).  Internal field 1: the
-// OpenTelemetry thread-context record (OTEP 4947), which cannot share field
-// 0's pointer (Parca's token would fall inside its attributes), or NULL.
-constexpr int kFields = 2;
+// One internal field in both kinds of store.  A label-set store's field 0:
+// the record Parca Agent's Node.js path reads (its wrapped_object_offset is
+// this field's offset).  An OpenTelemetry store's field 0: the OTEP 4947
+// record itself.  A store of each kind is an API object from a template of
+// one internal field, as @datadog/pprof 5.20.0's ThreadContext is, so field
+// 0 is at kField0 in both: 24 on Node 22, 32 from Node 24 (after V8 13's
+// C++-heap wrappable slot, which stays 0).
+constexpr int kFields = 1;
 
 void SetField(Local<Object> obj, int index, void* p) {
 #if V8_MAJOR_VERSION >= 14
@@ -149,23 +169,30 @@ void* SlotOf(Global<Object>* g) {
   return slot;
 }
 
-// Environment teardown: the reader's gate (the handle pointer) is cleared
-// first, then the handle it pointed at.
-// The OpenTelemetry gate, cped_slot, is cleared first and written last
-// (DataDog/pprof-nodejs #403); Parca's gate is the handle pointer.
-void ClearGates(const cl_frame_tls_t& tls) {
+// Environment teardown: each reader's gate is cleared first, then what it
+// guards.  The OpenTelemetry gate, cped_slot, is written last and cleared
+// first (the design's "Publication protocol", steps 1 and 5); Parca's gate
+// is the handle pointer.
+void ClearOtelGate(const cl_frame_tls_t& tls) {
   *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+void ClearLabelsGate(const cl_frame_tls_t& tls) {
   *static_cast<void* volatile*>(tls.als_handle) = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
 void Cleanup(void* arg) {
   FrameEnv* env = static_cast<FrameEnv*>(arg);
-  ClearGates(env->tls);
+  ClearOtelGate(env->tls);
+  ClearLabelsGate(env->tls);
   *env->tls.otel_nodejs = {};
   *env->tls.als_identity_hash = 0;
   env->als.Reset();
+  env->otel_als.Reset();
   env->store.Reset();
+  env->otel_model.Reset();
   delete env;
 }
 
@@ -182,26 +209,38 @@ FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
   return static_cast<FrameEnv*>(args.Data().As<v8::External>()->Value());
 }
 
-// storeAls(als): publishes the AsyncLocalStorage whose stores are label sets.
-// The hash is written before the handle pointer, which a reader reads as the
-// gate.
+// storeAls(als): publishes the AsyncLocalStorage whose stores are label sets
+// in Parca's thread-locals.  The hash is written before the handle pointer,
+// which a reader reads as the gate.
 void StoreAls(const FunctionCallbackInfo<Value>& args) {
   FrameEnv* env = EnvOf(args);
   const cl_frame_tls_t& tls = env->tls;
   Isolate* isolate = args.GetIsolate();
   Local<Object> als = args[0].As<Object>();
-  ClearGates(tls);
+  ClearLabelsGate(tls);
   env->als.Reset(isolate, als);
-  int32_t hash = als->GetIdentityHash();
-  void* slot = SlotOf(&env->als);
-  *tls.als_identity_hash = hash;
-  tls.otel_nodejs->als_handle = slot;
-  tls.otel_nodejs->als_identity_hash = hash;
+  *tls.als_identity_hash = als->GetIdentityHash();
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *static_cast<void* volatile*>(tls.als_handle) = SlotOf(&env->als);
+}
+
+// storeOtelAls(als): publishes the AsyncLocalStorage whose stores are
+// OpenTelemetry stores in otel_thread_ctx_nodejs_v1: the handle, the hash
+// and undefined's tagged word first, then cped_slot, the gate, last.
+void StoreOtelAls(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  const cl_frame_tls_t& tls = env->tls;
+  Isolate* isolate = args.GetIsolate();
+  Local<Object> als = args[0].As<Object>();
+  ClearOtelGate(tls);
+  env->otel_als.Reset(isolate, als);
+  tls.otel_nodejs->als_handle = SlotOf(&env->otel_als);
+  tls.otel_nodejs->als_identity_hash = als->GetIdentityHash();
   tls.otel_nodejs->undefined_addr = UndefinedAddress(isolate);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  *static_cast<void* volatile*>(tls.als_handle) = slot;
   *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) =
       reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
 // Adds a weak handle to `obj` to `group`.
@@ -230,7 +269,6 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   Local<Value> objs[kFillMax];
   Local<Object> model;
   if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
-  SetField(model, 1, nullptr);
   for (uint32_t i = 0; i < n; i++) {
 #if V8_MAJOR_VERSION >= 13
     Local<Object> obj = i == 0 ? model : model->Clone(isolate);
@@ -315,13 +353,16 @@ void Live(const FunctionCallbackInfo<Value>& args) {
 // move(store, record, group): points the store's internal field 0 at
 // `record` (a complete record JavaScript wrote in another chunk: one aligned
 // word written, so a reader sees the old record or the new one, and the old
-// one stays intact while its chunk lives) and tracks the store in `group`.
+// one stays intact while its chunk lives) and tracks the store in `group`
+// (not where group is 0: an OpenTelemetry store, reached through its
+// label-set store).
 void Move(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
   Local<Object> obj = args[0].As<Object>();
   SetRecord(obj, AddressOf(args[1]));
-  Track(isolate, env->groups[args[2].As<v8::Uint32>()->Value()].stores, obj);
+  uint32_t id = args[2].As<v8::Uint32>()->Value();
+  if (id != 0) Track(isolate, env->groups[id].stores, obj);
 }
 
 // recordOf(store): the address in internal field 0 (tests).
@@ -335,11 +376,32 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(p)));
 }
 
-// setOtel(store, address): internal field 1, the store's OpenTelemetry
-// thread-context record (lib/context/frame-sets.js, once the record is written
-// whole; the store keeps the record's chunk alive).
-void SetOtel(const FunctionCallbackInfo<Value>& args) {
-  SetField(args[0].As<Object>(), 1, AddressOf(args[1]));
+// otelStore(address): a new OpenTelemetry store whose internal field 0
+// points at the OTEP 4947 record at `address`, which lib/context/frame-sets.js
+// wrote whole before (the record's `valid` byte included): a reader that
+// reaches the store reads a complete record.  A copy of a model made once
+// from the template (cheaper than instantiating it each time), with a
+// `chunk` property of its own already, so that JavaScript's store of the
+// record's ArrayBuffer there (which keeps the record alive as long as the
+// store) keeps every store on one hidden class.
+void OtelStore(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  Local<Context> context = isolate->GetCurrentContext();
+  if (env->otel_model.IsEmpty()) {
+    Local<Object> model;
+    if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+    SetField(model, 0, nullptr);
+    if (model->Set(context, String::NewFromUtf8Literal(isolate, "chunk"), v8::Undefined(isolate)).IsNothing()) return;
+    env->otel_model.Reset(isolate, model);
+  }
+#if V8_MAJOR_VERSION >= 13
+  Local<Object> obj = env->otel_model.Get(isolate)->Clone(isolate);
+#else
+  Local<Object> obj = env->otel_model.Get(isolate)->Clone();
+#endif
+  SetField(obj, 0, AddressOf(args[0]));
+  args.GetReturnValue().Set(obj);
 }
 
 // isolate(): the isolate's address, and the CPED slot's offset from V8's
@@ -387,8 +449,8 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   // its cl_frame_tls() is looked up in that file, which lib/addon.js names
   // as the `customlabelsAddon` property of the module object it passes to
   // process.dlopen.  dlopen() with RTLD_NOLOAD only finds a loaded file, and
-  // the main addon stays loaded for the life of the process (src/abi.c
-  // cl_stay_loaded), so the function and the thread-locals it points to
+  // the main addon stays loaded for the life of the process (src/placement.c
+  // cl__stay_loaded), so the function and the thread-locals it points to
   // outlive this environment.
   using FrameTls = cl_frame_tls_t* (*)(cl_frame_tls_t*);
   FrameTls frame_tls = nullptr;
@@ -428,8 +490,8 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "move", Move);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
-  Method(isolate, exports, data, "setOtel", SetOtel);
-  Method(isolate, exports, data, "setSecond", SetOtel);  // the name test/fixtures/frame_target.js uses
+  Method(isolate, exports, data, "storeOtelAls", StoreOtelAls);
+  Method(isolate, exports, data, "otelStore", OtelStore);
   exports->Set(context, String::NewFromUtf8Literal(isolate, "modules"),
                Number::New(isolate, NODE_MODULE_VERSION)).Check();
   exports->Set(context, String::NewFromUtf8Literal(isolate, "recordFieldOffset"),

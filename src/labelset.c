@@ -1,13 +1,13 @@
-/* Writing label sets.  See customlabels.h. */
+/* Writing label sets.  See src/internal.h. */
 
-#include "customlabels.h"
+#include "internal.h"
 
 _Static_assert(_Alignof(custom_labels_labelset_t) <= CL_ALIGN &&
                    _Alignof(custom_labels_label_t) <= CL_ALIGN,
                "a block at an aligned offset holds the set and its entries");
 
-size_t cl_labelset_write_ascii(unsigned char *block, size_t block_bytes,
-                               const cl_units_t *strings, size_t n) {
+size_t cl__labelset_write_ascii(unsigned char *block, size_t block_bytes,
+                               const cl__units_t *strings, size_t n) {
   if (n == 0 || n > CL_MAX_LABELS || ((uintptr_t)block & (CL_ALIGN - 1)) != 0) return 0;
   size_t head = sizeof(custom_labels_labelset_t) + n * sizeof(custom_labels_label_t);
   size_t need = head;

@@ -12,15 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "customlabels.h"
+#include "internal.h"
 
-/* ---- Thread context (OTEP 4947), defined in src/abi.c ---- */
+/* ---- Thread context (OTEP 4947), defined in src/tls.c ---- */
 
 /* The record's fixed part: 28 bytes, packed, 2-byte aligned. */
 #define CL_OTEL_RECORD_HEADER 28
-#define CL_OTEL_RECORD_VALID 24       /* offset of `valid` (1 = valid) */
-#define CL_OTEL_RECORD_FLAGS 25       /* offset of the W3C trace flags */
-#define CL_OTEL_RECORD_ATTRS_SIZE 26  /* offset of attrs-data-size (uint16) */
 /* What the OTEP recommends a whole record stays within. */
 #define CL_OTEL_RECORD_MAX 640
 /* Key indexes are one byte. */
@@ -29,7 +26,7 @@
 extern __thread void *otel_thread_ctx_v1;
 
 /* Address of the calling thread's otel_thread_ctx_v1, for JavaScript. */
-void **cl_otel_slot(void);
+void **cl__otel_slot(void);
 
 /* ---- Process context (OTEP 4719), src/process_ctx.c ---- */
 
@@ -111,8 +108,9 @@ CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refu
 /*
  * The V8 layout a reader of the Node.js schema (CL_OTEL_SCHEMA_NODEJS)
  * walks with, published as threadlocal.* integer attributes: the offset of
- * the record pointer in a store object (internal field 1 of frame mode's
- * store objects), V8's tagged size, the offset of a JSMap's table and the
+ * the record pointer in a store object (internal field 0 of frame mode's
+ * OpenTelemetry stores, where the design's later text and @datadog/pprof
+ * 5.20.0 put it: 24 on Node.js 22, 32 from 24), V8's tagged size, the offset of a JSMap's table and the
  * size of an OrderedHashMap's header.  The companion takes them from the
  * V8 headers it was built against (custom_labels_v8_layout, src/frame.cc).
  */
@@ -136,18 +134,5 @@ CL_EXPORT int cl_otel_v1_set_layout(const cl_otel_layout_t *layout);
  * JavaScript in every thread reads it through an ArrayBuffer.
  */
 CL_EXPORT const volatile uint32_t *cl_otel_v1_enabled(void);
-
-/*
- * The payload: a protobuf opentelemetry.proto.processcontext.v1development
- * ProcessContext whose `resource` holds the given string attributes and
- * whose `attributes` hold threadlocal.schema_version and
- * threadlocal.attribute_key_map (the keys, in index order), and with
- * `layout` (the Node.js schema) its four layout attributes.  A pure
- * function: returns the encoded length, or 0 if it would exceed `size`.
- */
-size_t cl_otel_encode_payload(unsigned char *out, size_t size,
-                              const cl_otel_attr_t *resource, size_t n_resource,
-                              const char *const *keys, const size_t *key_lens,
-                              size_t n_keys, const cl_otel_layout_t *layout);
 
 #endif

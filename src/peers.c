@@ -29,8 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "customlabels.h"
+#include "companion.h"
 #include "glibc_compat.h"
+#include "internal.h"
 #include "otel.h"
 
 /*
@@ -39,7 +40,7 @@
  * the callback runs under glibc's lock of the list of loaded objects, and
  * dlopen() in it takes the loader's lock second, in the opposite order
  * from a dlopen() in another thread: a worker loading an addon while
- * another thread scanned here deadlocked both.  Owned by cl_peers(), which
+ * another thread scanned here deadlocked both.  Owned by cl__peers(), which
  * frees the names and the array before it returns.
  */
 typedef struct {
@@ -112,7 +113,7 @@ static bool own_function(void *handle, const char *name, const char *symbol) {
 
 /* What the object `name`, still loaded, is to this module; false where it
  * is neither an ABI writer nor holds one of this module's variables. */
-static bool look_at(const char *name, size_t tls, void *const *ours, size_t count, cl_peer_t *peer) {
+static bool look_at(const char *name, size_t tls, void *const *ours, size_t count, cl__peer_t *peer) {
   void *handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
   if (handle == NULL) return false; /* unloaded since */
   void *block = NULL;
@@ -127,17 +128,17 @@ static bool look_at(const char *name, size_t tls, void *const *ours, size_t coun
   return peer->abi || peer->shared;
 }
 
-size_t cl_peers(cl_peer_cb emit, void *ctx) {
+size_t cl__peers(cl__peer_cb emit, void *ctx) {
   /* Every thread-local a reader of this module reads, as this module's
    * references resolved them. */
   cl_frame_tls_t frame;
   cl_frame_tls(&frame);
-  void *const ours[] = {cl_slot(), cl_otel_slot(), frame.als_identity_hash, frame.als_handle, frame.otel_nodejs};
+  void *const ours[] = {cl__slot(), cl__otel_slot(), frame.als_identity_hash, frame.als_handle, frame.otel_nodejs};
   candidates_t c = {NULL, NULL, 0, 0, false};
   dl_iterate_phdr(gather, &c);
   size_t count = 0;
   for (size_t i = 0; i < c.count; i++) {
-    cl_peer_t peer;
+    cl__peer_t peer;
     if (look_at(c.names[i], c.tls[i], ours, sizeof(ours) / sizeof(ours[0]), &peer)) {
       emit(&peer, ctx);
       count++;

@@ -228,10 +228,18 @@ static size_t string_attribute_size(size_t key_len, size_t value_len) {
   return field_size(field_size(key_len) + field_size(field_size(value_len)));
 }
 
-size_t cl_otel_encode_payload(unsigned char *out, size_t size,
-                              const cl_otel_attr_t *resource, size_t n_resource,
-                              const char *const *keys, const size_t *key_lens,
-                              size_t n_keys, const cl_otel_layout_t *layout) {
+/*
+ * The payload: a protobuf opentelemetry.proto.processcontext.v1development
+ * ProcessContext whose `resource` holds the given string attributes and
+ * whose `attributes` hold threadlocal.schema_version and
+ * threadlocal.attribute_key_map (the keys, in index order), and with
+ * `layout` (the Node.js schema) its four layout attributes.  A pure
+ * function: returns the encoded length, or 0 if it would exceed `size`.
+ */
+static size_t encode_process_context(unsigned char *out, size_t size,
+                                     const cl_otel_attr_t *resource, size_t n_resource,
+                                     const char *const *keys, const size_t *key_lens,
+                                     size_t n_keys, const cl_otel_layout_t *layout) {
   writer_t w = {out, size, 0, false};
   /* ProcessContext.resource: the user's attributes. */
   size_t resource_size = 0;
@@ -253,7 +261,11 @@ size_t cl_otel_encode_payload(unsigned char *out, size_t size,
      * the design in open-telemetry/opentelemetry-ebpf-profiler,
      * design-docs/01861-nodejs-thread-context/README.md @0513b7cf7d06666fec4076a998ee4dc7c09088cb,
      * "Process context attributes"; the same names DataDog/pprof-nodejs
-     * publishes, ts/src/otel-thread-ctx.ts @3ea945b451604ea5185b14f3b7a46cc7df969908). */
+     * publishes, ts/src/otel-thread-ctx.ts @3ea945b451604ea5185b14f3b7a46cc7df969908).
+     * The later text (@76f8bb8e2b3107941fc44560fb694741fbd321ca) drops them
+     * for constants, and @datadog/pprof 5.20.0 no longer publishes them;
+     * their values here are the layout the records are in, so a reader
+     * that takes them walks right and one that ignores them loses nothing. */
     put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.js_object_record_offset",
                       layout->js_object_record_offset);
     put_int_attribute(&w, PROCESSCONTEXT_ATTRIBUTES, "threadlocal.tagged_size", layout->tagged_size);
@@ -281,7 +293,7 @@ static size_t encode_payload(state_t *s, const cl_otel_attr_t *resource, size_t 
     keys[i] = (const char *)s->keys[i].bytes;
     lens[i] = s->keys[i].len;
   }
-  return cl_otel_encode_payload(s->scratch, sizeof(s->scratch), resource, n_resource, keys, lens,
+  return encode_process_context(s->scratch, sizeof(s->scratch), resource, n_resource, keys, lens,
                                 n_keys, s->nodejs ? &s->layout : NULL);
 }
 
@@ -538,7 +550,9 @@ static void commit_proposed(state_t *s, const proposed_t *p, size_t m) {
  */
 static int apply_proposed(state_t *s, proposed_t *p, size_t m) {
   if (m > CL_OTEL_MAX_RESOURCE) return CL_ETOOMANY;
-  cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE];
+  /* Zeroed: GCC inlines the encoder and cannot tell that it reads only the
+   * m set below (-Wmaybe-uninitialized).  A rare call; 4 KiB of stores. */
+  cl_otel_attr_t attrs[CL_OTEL_MAX_RESOURCE] = {0};
   size_t bytes = 0;
   for (size_t i = 0; i < m; i++) {
     attrs[i] = p[i].attr;

@@ -2,7 +2,7 @@
 ;; the JS String Builtins (Node 24 and later): it reads the values' strings
 ;; through wasm:js-string, with no Node-API call, and writes the set's
 ;; Custom Label ABI v1 bytes into the thread's arena, which is this module's
-;; memory (lib/setwriter.js).  It does what cl_labelset_write_ascii
+;; memory (lib/setwriter.js).  It does what cl__labelset_write_ascii
 ;; (src/labelset.c) does for a set whose keys are all in the arena's key
 ;; area: lib/abi.js uses one writer or the other, never both.
 ;;
@@ -19,8 +19,11 @@
 ;; Checked here is what keeps every write inside the block it is given and
 ;; every pointer inside memory that stays unchanged while a set may be
 ;; published: the caller's offsets and key places, the strings' types,
-;; lengths and ASCII.  Anything else makes write return -1, and lib/abi.js
-;; writes the set by its general path.
+;; lengths and ASCII.  Anything else makes write return -1 (REFUSED, as
+;; src/addon.c and lib/abi.js call it: all ones in 32 bits), and lib/abi.js
+;; writes the set by its general path.  A key place is never
+;; NOT_IN_KEY_AREA here: lib/abi.js calls this writer only for sets whose
+;; keys are all in the key area.
 (module
   (import "wasm:js-string" "test" (func $is_string (param externref) (result i32)))
   (import "wasm:js-string" "length" (func $length (param externref) (result i32)))
@@ -48,7 +51,8 @@
 
   ;; Writes label $i's entry: the key from its place in the key area
   ;; ($place = offset * 64 + length) and the value, copied to $at.  Returns
-  ;; where the value's bytes end, or -1 (nothing past $end is written).
+  ;; where the value's bytes end, or -1, REFUSED (nothing past $end is
+  ;; written).
   (func $label (param $entries i32) (param $i i32) (param $place i32)
                 (param $value externref) (param $at i32) (param $end i32) (result i32)
     (local $entry i32) (local $key_length i32) (local $key_at i32)
@@ -86,7 +90,7 @@
 
   ;; Writes the set of labels 0 to $n - 1 (key place $pN, value $vN) into the
   ;; block [$offset, $end); the parameters of labels from $n on are not
-  ;; read.  Returns where its last value ends, or -1.  The header is written
+  ;; read.  Returns where its last value ends, or -1, REFUSED.  The header is written
   ;; last, though the block is unpublished either way.
   (func (export "write") (param $offset i32) (param $end i32) (param $n i32)
     (param $p0 i32) (param $v0 externref) (param $p1 i32) (param $v1 externref)

@@ -142,19 +142,19 @@ describe('withLabels: what the thread publishes', () => {
     if (tls.frameMode()) this.skip(); // the thread's arena: hooks mode
     withLabels({ a: 'b' }, () => {}); // the arena is mapped
     // writeSet as lib/abi.js calls it: the block and the key places in
-    // the words of binding.request(), the strings as arguments.  `binding`
+    // the words of binding.writeArgs(), the strings as arguments.  `binding`
     // is the instance that owns this arena.  A key given here as a
     // number is a place (offset * 64 + length); its argument is not read.
-    const request = new Uint32Array(binding.request());
+    const writeArgs = new Uint32Array(binding.writeArgs());
     const writeSet = (offset, end, ...kv) => {
-      request[0] = offset;
-      request[1] = end;
+      writeArgs[0] = offset;
+      writeArgs[1] = end;
       const args = kv.map((s, i) => {
-        if ((i & 1) === 0 && (i >> 1) < limits.maxLabels) request[2 + (i >> 1)] = typeof s === 'number' ? s : 0xffffffff;
+        if ((i & 1) === 0 && (i >> 1) < limits.maxLabels) writeArgs[2 + (i >> 1)] = typeof s === 'number' ? s : 0xffffffff;
         return (i & 1) === 0 && typeof s === 'number' ? 'unread' : s;
       });
       assert.equal(binding.writeSet(...args), undefined);
-      return request[0] === 0xffffffff ? -1 : request[0];
+      return writeArgs[0] === 0xffffffff ? -1 : writeArgs[0];
     };
     const bytes = arena.bytes;
     const size = 24 + 32 + 1 + 5;

@@ -156,16 +156,15 @@ describe('looking for other copies while another thread loads shared objects', f
   it('never deadlocks with a thread that loads and unloads an object in a loop', function () {
     if (!supported) needs.feature(this, 'addon', `the addon is not supported here: ${unsupportedReason}`);
     const { cc } = require('./helpers/emulation');
+    const { nodeInclude } = require('./helpers/descriptor');
     needs.tool(this, cc);
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-peers-'));
     try {
       const lib = path.join(tmp, 'tls.so');
       const loop = path.join(tmp, 'loop.node');
-      const include = [path.resolve(path.dirname(process.execPath), '../include/node'), '/usr/include/node']
-        .find((dir) => fs.existsSync(path.join(dir, 'node_api.h')));
       fs.writeFileSync(path.join(tmp, 'tls.c'), '__thread int word;\nint bump(void) { return word++; }\n');
       execFileSync(cc, ['-shared', '-fPIC', '-o', lib, path.join(tmp, 'tls.c')]);
-      execFileSync(cc, ['-std=gnu11', '-O2', '-shared', '-fPIC', `-I${include}`, '-o', loop,
+      execFileSync(cc, ['-std=gnu11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', loop,
         path.join(__dirname, 'fixtures', 'dlopen_loop.c'), '-lpthread']);
       const code = `
         const native = require(${JSON.stringify(path.join(ROOT, 'lib', 'internals'))}).addon;

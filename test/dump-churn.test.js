@@ -9,18 +9,17 @@
 // 24, 26).
 
 const assert = require('node:assert/strict');
-const { execFile, spawnSync } = require('node:child_process');
+const { execFile } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
-const { emulated } = require('./helpers/emulation');
+const { skipUnderEmulation, why } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { killAll, startFixture } = require('./helpers/children');
 
 const ROOT = path.join(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'dump_churn.js');
-const MAJOR = Number(process.versions.node.split('.')[0]);
 
 const dump = (args) => promisify(execFile)(DUMP, args, { encoding: 'utf8', timeout: 30000 });
 const jsonLines = (s) => s.split('\n').filter(Boolean).map((l) => JSON.parse(l));
@@ -95,7 +94,7 @@ describe(`customlabels-dump --sample over sets that switch every few microsecond
 
   before(function () {
     needs.platform(this);
-    if (emulated) needs.feature(this, 'under emulation', 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which customlabels-dump needs');
+    skipUnderEmulation(this, why.dump);
     if (!fs.existsSync(DUMP)) needs.feature(this, 'customlabels-dump', 'build/Release/customlabels-dump is not built (npm install builds it)');
   });
 
@@ -104,13 +103,7 @@ describe(`customlabels-dump --sample over sets that switch every few microsecond
   });
 
   it('frame mode: at most 1 % of samples dropped, and the shares match the work', async function () {
-    if (MAJOR < 22) needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
-    const probe = spawnSync(process.execPath, [...process.execArgv, '-e',
-      "process.stdout.write(JSON.stringify(require('./test/fixtures/frame_mode').frameMode().why))"],
-    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
-    assert.equal(probe.status, 0, probe.stderr);
-    const why = JSON.parse(probe.stdout);
-    if (why) needs.feature(this, why.feature, why.reason);
+    needs.frameMode(this);
     await sampleChurn({ CUSTOMLABELS_PUBLISH: 'frame' });
   });
 });

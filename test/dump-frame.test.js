@@ -11,18 +11,16 @@
 
 const assert = require('node:assert/strict');
 const { execFile } = require('node:child_process');
-const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
-const { emulated } = require('./helpers/emulation');
+const { skipUnderEmulation, why } = require('./helpers/emulation');
 const needs = require('./helpers/needs');
 const { killAll, startFixture } = require('./helpers/children');
 
 const ROOT = path.join(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'frame_threads.js');
-const MAJOR = Number(process.versions.node.split('.')[0]);
 const THREADS = ['main', 'worker1', 'worker2'];
 
 const ENV = { CUSTOMLABELS_PUBLISH: 'frame' };
@@ -38,17 +36,9 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
 
   before(function () {
     needs.platform(this);
-    if (emulated) needs.feature(this, 'under emulation', 'under emulation, qemu-user implements neither ptrace nor process_vm_readv, which customlabels-dump needs');
-    if (MAJOR < 22) needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+    skipUnderEmulation(this, why.dump);
     if (!fs.existsSync(DUMP)) needs.feature(this, 'customlabels-dump', 'build/Release/customlabels-dump is not built (npm install builds it)');
-    // Whether the package runs frame mode here (the companion for this Node,
-    // AsyncContextFrame on), and why not.
-    const probe = spawnSync(process.execPath, [...process.execArgv, '-e',
-      "process.stdout.write(JSON.stringify(require('./test/fixtures/frame_mode').frameMode().why))"],
-    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...ENV } });
-    assert.equal(probe.status, 0, probe.stderr);
-    const why = JSON.parse(probe.stdout);
-    if (why) needs.feature(this, why.feature, why.reason);
+    needs.frameMode(this);
   });
 
   it('snapshot: reads each parked thread\'s labels from the frame, says so, and names the discovery and the layout in the header', async function () {

@@ -179,13 +179,38 @@ describe('examples/: web services labeled by route pattern, read from outside', 
     });
   }
 
-  it('npm run demo:traces prints CPU share per route pattern and per trace (shares not checked: timing)', async () => {
+  // The shares themselves follow the machine's timing; what they are made
+  // of does not: each table adds up, the expected column is the work the
+  // requests asked for, and no sample is labeled with a route its trace
+  // never requested.
+  it('npm run demo:traces prints CPU share per route pattern and per trace: tables that add up, and labels coherent within a request', async () => {
     const { stdout } = await run(process.execPath, [path.join(ROOT, 'demo', 'traces.js')], { cwd: ROOT, timeout: 120000, killSignal: 'SIGKILL' });
-    const routes = [...stdout.matchAll(/^(\/users\/:id|\/search)\s+(\d+)\s+[\d.]+%\s+[\d.]+%$/gm)];
+    const routes = [...stdout.matchAll(/^(\/users\/:id|\/search)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%$/gm)];
     assert.deepEqual(routes.map((m) => m[1]), ['/users/:id', '/search'], stdout);
     for (const m of routes) assert.ok(Number(m[2]) > 0, `${m[1]}: no request counted\n${stdout}`);
-    const traces = [...stdout.matchAll(/^([0-9a-f]{32})\s+(checkout|search|profile)\s+\d+\s+[\d.]+%\s+[\d.]+%$/gm)];
-    assert.equal(traces.length, 3, stdout);
+    const traces = [...stdout.matchAll(/^([0-9a-f]{32})\s+(checkout|search|profile)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%$/gm)];
+    assert.deepEqual(traces.map((m) => m[2]), ['checkout', 'search', 'profile'], stdout);
+    // Each column of shares adds up to 100 %, to the rounding of its rows.
+    for (const [rows, col] of [[routes, 3], [routes, 4], [traces, 4], [traces, 5]]) {
+      const sum = rows.reduce((n, m) => n + Number(m[col]), 0);
+      assert.ok(Math.abs(sum - 100) <= 0.05 * rows.length + 1e-9, `a column sums to ${sum} %\n${stdout}`);
+    }
+    // Expected: work x requests, a checkout request 6 units, the others 2.
+    const work = { checkout: 6, search: 2, profile: 2 };
+    const asked = traces.map((m) => work[m[2]] * Number(m[3]));
+    const all = asked.reduce((a, b) => a + b, 0);
+    traces.forEach((m, i) => assert.ok(Math.abs(Number(m[5]) - (100 * asked[i]) / all) <= 0.05 + 1e-9, `${m[2]}: expected ${m[5]} %\n${stdout}`));
+    // The same requests by route; a search request is 2 units.
+    assert.equal(routes.reduce((n, m) => n + Number(m[2]), 0), traces.reduce((n, m) => n + Number(m[3]), 0), stdout);
+    assert.ok(Math.abs(Number(routes[1][4]) - (100 * 2 * Number(routes[1][2])) / all) <= 0.05 + 1e-9, `/search: expected ${routes[1][4]} %\n${stdout}`);
+    // The most sampled spans: each labeled with a route its caller requests.
+    const asks = { checkout: ['/users/:id'], search: ['/search'], profile: ['/users/:id', '/search'] };
+    const spans = [...stdout.matchAll(/^ {2}span_id [0-9a-f]{16} {2}\d+ samples {2}route (\S+) {2}trace of (\w+)$/gm)];
+    assert.ok(spans.length > 0, stdout);
+    for (const [line, route, caller] of spans) assert.ok(asks[caller].includes(route), line);
+    const [, total, labeled, outside] = /^(\d+) samples of running threads: (\d+) in a request, (\d+) outside any/m.exec(stdout).map(Number);
+    assert.equal(labeled + outside, total, stdout);
+    assert.ok(labeled > 0, stdout);
     assert.match(stdout, /^[1-9]\d* distinct span_id values sampled/m);
     assert.doesNotMatch(stdout, /\/users\/\d/, 'no raw path as a route');
   });

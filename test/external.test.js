@@ -97,16 +97,18 @@ function lineReader(stream) {
       closed = true;
       for (const w of waiters.slice()) w.check();
     });
-  function wait(prefix, ms, what) {
+  // Resolves with find()'s value once it has one (undefined: not yet);
+  // `line` names what is awaited, `another` the same after "before".
+  function waitFor(find, ms, what, line, another) {
     return new Promise((resolve, reject) => {
       const w = {
         check() {
-          const line = lines.find((l) => l.startsWith(prefix));
-          if (line !== undefined) done(null, line.slice(prefix.length));
-          else if (closed) done(new Error(`${what}: stream closed before a ${JSON.stringify(prefix)} line`));
+          const value = find();
+          if (value !== undefined) done(null, value);
+          else if (closed) done(new Error(`${what}: stream closed before ${another}`));
         },
       };
-      const timer = setTimeout(() => done(new Error(`${what}: no ${JSON.stringify(prefix)} line within ${ms} ms`)), ms);
+      const timer = setTimeout(() => done(new Error(`${what}: no ${line} within ${ms} ms`)), ms);
       function done(err, value) {
         clearTimeout(timer);
         waiters.splice(waiters.indexOf(w), 1);
@@ -117,26 +119,10 @@ function lineReader(stream) {
       w.check();
     });
   }
+  const wait = (prefix, ms, what) => waitFor(() => lines.find((l) => l.startsWith(prefix))?.slice(prefix.length),
+    ms, what, `${JSON.stringify(prefix)} line`, `a ${JSON.stringify(prefix)} line`);
   let taken = 0;
-  function next(ms, what) {
-    return new Promise((resolve, reject) => {
-      const w = {
-        check() {
-          if (taken < lines.length) done(null, lines[taken++]);
-          else if (closed) done(new Error(`${what}: stream closed before another line`));
-        },
-      };
-      const timer = setTimeout(() => done(new Error(`${what}: no line within ${ms} ms`)), ms);
-      function done(err, value) {
-        clearTimeout(timer);
-        waiters.splice(waiters.indexOf(w), 1);
-        if (err) reject(err);
-        else resolve(value);
-      }
-      waiters.push(w);
-      w.check();
-    });
-  }
+  const next = (ms, what) => waitFor(() => (taken < lines.length ? lines[taken++] : undefined), ms, what, 'line', 'another line');
   return { lines, wait, next };
 }
 
@@ -300,11 +286,11 @@ describe('external view (readelf, gdb)', function () {
         assert.equal(by[name].type, 'TLS', `${name} type`);
         assert.equal(by[name].size, 8, `${name} size`);
       }
-      // src/abi.c's layout, which the copy for Parca Agent relies on.
+      // src/tls.c's layout, which the copy for Parca Agent relies on.
       assert.equal(by.otel_thread_ctx_v1.value, 0, 'otel_thread_ctx_v1 at the start of the TLS block');
       assert.equal(by.custom_labels_current_set.value, 8, 'custom_labels_current_set 8 bytes into the TLS block');
       // Frame mode's thread-locals after the room for Parca Agent's copy
-      // (aarch64) or right after the slot (x86-64): src/abi.c.
+      // (aarch64) or right after the slot (x86-64): src/tls.c.
       const frame = process.arch === 'arm64' ? 48 : 16;
       for (const [name, at, size] of [['custom_labels_als_identity_hash', 0, 4], ['custom_labels_als_handle', 8, 8],
         ['otel_thread_ctx_nodejs_v1', 16, 32]]) {
@@ -413,27 +399,21 @@ describe('external view (readelf, gdb)', function () {
       assert.equal(set.count, Object.keys(set.labels).length, 'count is the number of labels');
     }
 
-    it('reads the main thread\'s labels, as the child set them', function () {
-      const { reported, seen } = role('main');
-      assert.equal(reported.tid, child.pid, 'the main thread\'s tid is the pid');
-      assert.equal(seen.error, undefined);
-      const expected = { route: '/main', user: '7', span: 'é✓ 漢' };
-      assert.deepEqual(reported.labels, expected, 'getLabels() in the child');
-      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
-      assert.equal(seen.pointer, reported.address, 'the published pointer');
-      assertCompact(seen.set);
-    });
-
-    it('reads the worker\'s labels, as the worker set them', function () {
-      const { reported, seen } = role('inside');
-      assert.notEqual(reported.tid, child.pid);
-      assert.equal(seen.error, undefined);
-      const expected = { route: '/worker', job: 'w1', empty: '' };
-      assert.deepEqual(reported.labels, expected, 'getLabels() in the worker');
-      assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
-      assert.equal(seen.pointer, reported.address, 'the published pointer');
-      assertCompact(seen.set);
-    });
+    for (const [name, whose, who, expected] of [
+      ['main', 'the main thread\'s', 'the child', { route: '/main', user: '7', span: 'é✓ 漢' }],
+      ['inside', 'the worker\'s', 'the worker', { route: '/worker', job: 'w1', empty: '' }],
+    ]) {
+      it(`reads ${whose} labels, as ${who} set them`, function () {
+        const { reported, seen } = role(name);
+        // The main thread's tid is the pid.
+        assert.equal(reported.tid === child.pid, name === 'main', `tid ${reported.tid}, pid ${child.pid}`);
+        assert.equal(seen.error, undefined);
+        assert.deepEqual(reported.labels, expected, `getLabels() in ${who}`);
+        assert.deepEqual(seen.set.labels, expected, 'what gdb decoded');
+        assert.equal(seen.pointer, reported.address, 'the published pointer');
+        assertCompact(seen.set);
+      });
+    }
 
     it('reads NULL on every thread that is not inside withLabels', function () {
       const outside = role('outside');

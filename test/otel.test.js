@@ -17,6 +17,21 @@ const { spanLabels } = require('../lib/otel');
 const tls = require('./helpers/tls');
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+// The process warnings that `fn` causes (emitted on the next tick).
+async function warningsOf(fn) {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  try {
+    fn();
+    await tick();
+  } finally {
+    process.removeListener('warning', onWarning);
+  }
+  return warnings;
+}
+
 const HEX32 = /^[0-9a-f]{32}$/;
 const HEX16 = /^[0-9a-f]{16}$/;
 
@@ -219,10 +234,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
     it('when the span labels would not fit, fn still runs without span labels, and a warning says so once', async () => {
       const nine = {};
       for (let i = 0; i < limits.maxLabels - 1; i++) nine[`k${i}`] = String(i);
-      const warnings = [];
-      const onWarning = (w) => warnings.push(w);
-      process.on('warning', onWarning);
-      try {
+      const warnings = await warningsOf(() => {
         let ran = 0;
         withLabels(nine, () => {
           for (let i = 0; i < 2; i++) {
@@ -239,10 +251,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
           assert.deepEqual(traceKeys(), idsOf(span));
           span.end();
         }));
-        await tick(); // warnings are emitted on the next tick
-      } finally {
-        process.removeListener('warning', onWarning);
-      }
+      });
       const dropped = warnings.filter((w) => w.code === 'CUSTOMLABELS_SPAN_LABELS_DROPPED');
       assert.equal(dropped.length, 1, warnings.map((w) => w.message).join('\n'));
       assert.match(dropped[0].message, /did not fit in the current label set/);
@@ -267,11 +276,8 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
     it('when a span\'s labels would not fit, its name goes first, then its local root; its ids stay, and the warning names what went', async () => {
       const eight = {};
       for (let i = 0; i < limits.maxLabels - 2; i++) eight[`k${i}`] = String(i);
-      const warnings = [];
-      const onWarning = (w) => warnings.push(w);
-      process.on('warning', onWarning);
       const seen = {};
-      try {
+      const warnings = await warningsOf(() => {
         // 8 labels and trace_id, span_id, span_name: 11.
         register({ spanName: true });
         withLabels(eight, () => tracer.startActiveSpan('named', (span) => {
@@ -291,10 +297,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
           span.end();
         }));
         seen.boundCall = withLabels({ other: 'x' }, () => seen.bound());
-        await tick(); // warnings are emitted on the next tick
-      } finally {
-        process.removeListener('warning', onWarning);
-      }
+      });
       assert.deepEqual(seen.name.published, { ...eight, ...seen.name.ids }, 'the ids are kept, the name left out');
       assert.deepEqual(seen.both.published, { ...eight, ...seen.both.ids }, 'the ids are kept, the name and the local root left out');
       assert.deepEqual(seen.child.published, { ...eight, ...seen.child.ids });
@@ -307,11 +310,8 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
     it('span labels never make withLabels throw: in either order they give way, with a warning; the caller\'s own labels past 10 still throw, counted alone', async () => {
       register({ spanName: true, localRootSpanId: true });
       const labels = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, String(i)]));
-      const warnings = [];
-      const onWarning = (w) => warnings.push(w);
-      process.on('warning', onWarning);
       const seen = { spanFirst: {}, labelsFirst: {} };
-      try {
+      const warnings = await warningsOf(() => {
         // The span first (4 span labels with its name and local root), then
         // 6 to 10 labels of the caller's.
         tracer.startActiveSpan('outer', (span) => {
@@ -338,10 +338,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
             return got;
           }));
         }
-        await tick(); // warnings are emitted on the next tick
-      } finally {
-        process.removeListener('warning', onWarning);
-      }
+      });
       const { ids } = seen;
       const root = { local_root_span_id: ids.span_id };
       assert.deepEqual(seen.spanFirst[6].published, { ...labels(6), ...ids, ...root, span_name: 'outer' }, '6 + 4 fit');

@@ -170,17 +170,17 @@ describe('the WebAssembly set writer', () => {
     // that fit, are too short or too long, each written by both writers
     // into the same block, from the same fill: the results and every byte
     // around the block must agree.
-    const request = new Uint32Array(binding.request());
+    const writeArgs = new Uint32Array(binding.writeArgs());
     const addonWrite = (offset, end, places, values) => {
-      request[0] = offset;
-      request[1] = end;
+      writeArgs[0] = offset;
+      writeArgs[1] = end;
       const args = [];
       for (let i = 0; i < places.length; i++) {
-        request[2 + i] = places[i];
+        writeArgs[2 + i] = places[i];
         args.push('unread', values[i]);
       }
       binding.writeSet(...args);
-      return request[0] === 0xffffffff ? -1 : request[0];
+      return writeArgs[0] === 0xffffffff ? -1 : writeArgs[0];
     };
     const wasmWrite = (offset, end, places, values) => {
       const args = [offset, end, places.length];

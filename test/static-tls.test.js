@@ -21,7 +21,7 @@ const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const native = require('../lib/internals').addon;
 const needs = require('./helpers/needs');
-const { threadPointerAddon } = require('./helpers/descriptor');
+const { threadPointerAddon, peek } = require('./helpers/descriptor');
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -58,19 +58,6 @@ function readelf(file, ...args) {
   const r = spawnSync('readelf', ['-W', ...args, file], { encoding: 'utf8' });
   assert.equal(r.status, 0, `readelf ${args.join(' ')} ${file} failed: ${r.error ?? r.stderr}`);
   return r.stdout;
-}
-
-// This process's memory, read as a debugger would, but from inside: no
-// ptrace.  (Under qemu-user, guest addresses are the emulator's own.)
-function peek(address, length) {
-  const fd = fs.openSync('/proc/self/mem', 'r');
-  try {
-    const buf = Buffer.alloc(length);
-    assert.equal(fs.readSync(fd, buf, 0, length, Number(address)), length, `read ${length} bytes at 0x${address.toString(16)}`);
-    return buf;
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 function mappings() {
@@ -221,7 +208,7 @@ describe('static TLS, seen from inside the process (no ptrace)', function () {
 // package; each worker loads it, labels something and ends before the next
 // one starts.  Node unloads an addon when the last environment that loaded
 // it ends, and glibc takes each new load's static TLS out of a budget that
-// dlclose() does not refill (src/abi.c): unless the module stays loaded,
+// dlclose() does not refill (src/placement.c): unless the module stays loaded,
 // the 33rd load lands in dynamic TLS.  Every worker must find the module
 // where the first one did, and the last one's labels must read from
 // outside the process.

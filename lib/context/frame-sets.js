@@ -16,14 +16,17 @@
 //
 // Once the OpenTelemetry thread context is on (enableThreadContext), each
 // set's OTEP 4947 record follows its bytes in the same chunk, written by
-// lib/record.js as hooks mode writes it, and the store object's internal
-// field 1 points at it (field 0 stays Parca's record): readers of the
-// Node.js schema (otel_thread_ctx_nodejs_v1) walk the frame to the store
-// and read field 1.  A record is written whole before its store can be
-// current anywhere, and never changed: a set is never rewritten, and a new
-// span or label makes a new set.  Sets written before records were on in
-// this thread get theirs when records turn on here (attachAll()): no hook
-// sees a set made current again after an await.
+// lib/record.js as hooks mode writes it, and the set gets a second store
+// object, its OpenTelemetry store (store.otel), whose internal field 0
+// points at the record: readers of the Node.js schema
+// (otel_thread_ctx_nodejs_v1) walk the frame to that store, under the
+// second AsyncLocalStorage (lib/context/frame.js), and read field 0, as they
+// read @datadog/pprof's.  The OpenTelemetry store keeps the record's chunk
+// (`chunk`).  A record is written whole before its store is made, and never
+// changed: a set is never rewritten, and a new span or label makes a new
+// set.  Sets written before records were on in this thread get theirs when
+// they are found in a frame as records turn on here, or when they are made
+// current again (lib/context/frame.js).
 //
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
 // Each store object references its LabelSet (`set`), and the set its
@@ -35,7 +38,6 @@
 // its isolate.  docs/design.md (Frame mode: memory and lifetime).
 
 const { LIMITS } = require('../checks');
-const { LabelSet } = require('../labelset');
 const { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
@@ -98,18 +100,19 @@ function newChunk() {
 }
 
 // Whether this thread wrote a set while records were off: if not, there
-// is nothing for attachAll() to find.
+// is nothing for lib/context/frame.js to find when records turn on.
 let writtenWithout = false;
 
-// Records turned on in this thread: every set written before that and
-// still reachable, wherever it is current or waits to be (an await, a
-// timer, a closure), gets its record now (attach()), before it can be
-// current again.  Keeping a list of the sets written while records are off
+// Records turned on in this thread: every frame that holds a set written
+// before that, wherever it is current or waits to be (an await, a timer, a
+// bound callback), gets the set's OpenTelemetry store now
+// (lib/context/frame.js), before it can be current again.  Keeping a list of
+// the sets written while records are off
 // would cost every set: strong references pin each chunk's objects beside
 // its bytes (bench/frame-rss.js 12 on Node.js 24: RSS 590 MB against
-// 230 MB), and a WeakRef per set halved its flows per second.  So the sets
-// are found once, here, in the heap: V8's query of the objects whose
-// prototype is LabelSet's, through the inspector protocol
+// 230 MB), and a WeakRef per set halved its flows per second.  So the
+// frames are found once, in the heap: V8's query of the objects whose
+// prototype is the frames', through the inspector protocol
 // (Runtime.queryObjects, which collects garbage first), run synchronously
 // in this thread.  Its cost is a full collection and a walk of the heap,
 // once per thread, and only where a set was written before
@@ -121,21 +124,15 @@ let writtenWithout = false;
 // enterLabels makes it current from another set (lib/context/frame.js
 // storeOf()), not after an await or an inner withLabels.
 
-function attachAll() {
-  if (!writtenWithout) return;
-  const found = liveSets();
-  if (found === null) return;
-  for (let i = 0; i < found.length; i++) {
-    const set = found[i];
-    if (set.store !== null && set.store.otel === undefined) attach(set);
-  }
+function wroteWithout() {
+  return writtenWithout;
 }
 
 const QUERY = Symbol.for('customlabels.frameSetsQuery');
 
-// Every LabelSet still reachable in this thread, or null where the
-// inspector is not there to say.
-function liveSets() {
+// Every object still reachable in this thread whose prototype chain has
+// `proto`, or null where the inspector is not there to say.
+function liveObjects(proto) {
   let inspector;
   try {
     inspector = require('node:inspector');
@@ -147,12 +144,12 @@ function liveSets() {
   try {
     session.connect();
     const name = `globalThis[Symbol.for(${JSON.stringify(QUERY.description)})]`;
-    globalThis[QUERY] = LabelSet.prototype;
-    let proto = null;
-    session.post('Runtime.evaluate', { expression: name }, (err, r) => { if (!err) proto = r.result.objectId; });
+    globalThis[QUERY] = proto;
+    let protoId = null;
+    session.post('Runtime.evaluate', { expression: name }, (err, r) => { if (!err) protoId = r.result.objectId; });
     let list = null;
-    if (proto) session.post('Runtime.queryObjects', { prototypeObjectId: proto }, (err, r) => { if (!err) list = r.objects.objectId; });
-    globalThis[QUERY] = (sets) => { found = sets; };
+    if (protoId) session.post('Runtime.queryObjects', { prototypeObjectId: protoId }, (err, r) => { if (!err) list = r.objects.objectId; });
+    globalThis[QUERY] = (objects) => { found = objects; };
     if (list) session.post('Runtime.callFunctionOn', { objectId: list, functionDeclaration: `function () { ${name}(this); }` });
   } catch {
     found = null;
@@ -306,8 +303,11 @@ function tenure(store) {
   // the tenured chunk instead of the old one.
   native.move(store, tBase + at, tId);
   if (otel) {
-    native.setOtel(store, otelAt);
-    store.otel = tBuf;
+    // The OpenTelemetry store too: its field 0 at the new record (group 0:
+    // not tracked, as it is reached only through the label-set store).
+    const o = store.otel;
+    native.move(o, otelAt, 0);
+    o.chunk = tBuf;
   }
   set.chunk = tBuf;
 }
@@ -442,9 +442,8 @@ function write(set, ascii) {
   set.chunk = buf;
   setsHere++;
   if (records) {
-    // The record is in the set's own chunk; store.otel says it has one.
-    store.otel = buf;
-    native.setOtel(store, otel);
+    // The record is in the set's own chunk.
+    store.otel = otelStore(otel);
   } else {
     writtenWithout = true;
   }
@@ -463,9 +462,17 @@ function writeOtel(set, n) {
   return hi * TWO32 + lo + at;
 }
 
+// The OpenTelemetry store of the record at `address`, in the current chunk,
+// which it keeps alive.
+function otelStore(address) {
+  const o = native.otelStore(address);
+  o.chunk = buf;
+  return o;
+}
+
 // Gives a set written before records were on its record, in the current
-// chunk, which its store then keeps alive: the values again, then the
-// record, then internal field 1 (a reader sees NULL or the whole record).
+// chunk, and its OpenTelemetry store: the values again, then the record,
+// then the store (a reader sees no store or the whole record).
 function attach(set) {
   const store = set.store;
   const kv = set.kv;
@@ -481,8 +488,7 @@ function attach(set) {
   }
   off = p;
   const otel = writeOtel(set, n);
-  store.otel = buf;
-  native.setOtel(store, otel);
+  store.otel = otelStore(otel);
 }
 
 // write() gave up on a set at `p`: the strings before p stay written, as
@@ -510,10 +516,11 @@ const writer = {
 };
 
 // Starts writing this thread's sets with the companion `v8`; returns the
-// writer for lib/labelset.js (useWriter).
-function start(v8) {
+// writer for lib/labelset.js (useWriter).  `turnedOn` runs when records turn
+// on in this thread (lib/record.js whenRecordsTurnOn).
+function start(v8, turnedOn) {
   native = v8;
-  whenRecordsTurnOn(attachAll);
+  whenRecordsTurnOn(turnedOn);
   newChunk();
   return writer;
 }
@@ -523,4 +530,4 @@ function chunkState() {
   return { chunk: buf, chunkBytes: CHUNK };
 }
 
-module.exports = { start, attach, chunkState, CHUNK, RECORD };
+module.exports = { start, attach, wroteWithout, liveObjects, chunkState, CHUNK, RECORD };

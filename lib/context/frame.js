@@ -8,11 +8,16 @@
 // Where AsyncContextFrame is on, V8 carries every AsyncLocalStorage's store
 // across every async hop by itself, and the isolate's CPED slot holds the
 // current frame: a Map from each AsyncLocalStorage to its store.  Here the
-// store of a private AsyncLocalStorage is an object made by the companion
-// addon (customlabels-v8.node, src/frame.cc) whose internal field 0 points
-// at a record that readers walking the frame find through the main addon's
-// thread-locals (custom_labels_als_identity_hash, custom_labels_als_handle,
-// otel_thread_ctx_nodejs_v1).  So no async hook and no promise hook is
+// store of a private AsyncLocalStorage (`storage`) is an object made by the
+// companion addon (customlabels-v8.node, src/frame.cc) whose internal field
+// 0 points at a record that readers walking the frame find through the main
+// addon's thread-locals custom_labels_als_identity_hash and
+// custom_labels_als_handle (Parca Agent's).  Once the OpenTelemetry thread
+// context is on, a second private AsyncLocalStorage (`otelStorage`, which
+// otel_thread_ctx_nodejs_v1 names) holds the set's OpenTelemetry store,
+// whose internal field 0 points at its OTEP 4947 record: two entries in the
+// frame, two stores, because each reader takes field 0 of the store it
+// reaches for its own record.  So no async hook and no promise hook is
 // installed, and custom_labels_current_set stays NULL.
 //
 // How each set's bytes, its record for Parca Agent and its OpenTelemetry
@@ -51,15 +56,86 @@ function unavailable(v8, missing) {
 }
 
 const storage = new AsyncLocalStorage();
+// The OpenTelemetry stores' AsyncLocalStorage.  Published from the start
+// (the companion's storeOtelAls), so that otel_thread_ctx_nodejs_v1 gives
+// readers the CPED slot (customlabels-dump walks to the label sets with it);
+// until records are on it is in no frame, and a reader of the Node.js
+// schema finds no context.  Entered only once records are on (`otelOn`):
+// without enableThreadContext() a set has one store and a hop one entry.
+const otelStorage = new AsyncLocalStorage();
+let otelOn = false;
 // The companion (customlabels-v8.node): the AsyncLocalStorage readers find, and V8's layout.
 let native = null;
+// The prototype of AsyncContextFrame's frames (Node's own, not Map's), for
+// the heap query of recordsTurnedOn(), and their class, for enterBoth().
+let frameProto = null;
+let Frame = null;
 
 // Turns frame mode on in this thread, with the companion `v8`: before any
 // set is made (lib/index.js).
 function start(v8) {
   native = v8;
   native.storeAls(storage);
-  useWriter(sets.start(v8));
+  native.storeOtelAls(otelStorage);
+  const probe = new AsyncLocalStorage();
+  frameProto = probe.run(1, () => Object.getPrototypeOf(v8.cped()));
+  probe.disable(); // as in unavailable()
+  // What AsyncLocalStorage.enterWith does with it, on Node 22, 24 and 26:
+  // new AsyncContextFrame(als, store) (a copy of the current frame with
+  // the entry set), then AsyncContextFrame.set(frame) (into the CPED slot).
+  const F = frameProto.constructor;
+  Frame = typeof F === 'function' && F.length === 2 && typeof F.set === 'function' ? F : null;
+  useWriter(sets.start(v8, recordsTurnedOn));
+}
+
+const mapGet = Map.prototype.get;
+const mapSet = Map.prototype.set;
+
+// Records turned on in this thread (lib/record.js): from now on each set
+// made current puts its OpenTelemetry store in the frame beside its store.
+// The frames made before hold the store only, and a set current in one of
+// them (an await, a timer, a bound callback, the caller's own frame) comes
+// back with no hook to see it: so each such frame is found once, in the
+// heap (lib/context/frame-sets.js liveObjects), and given the set's
+// OpenTelemetry store in place, under otelStorage.  Node itself changes a
+// frame in place (AsyncLocalStorage.disable() deletes its entry), and every
+// continuation that shares the frame should see the record.
+function recordsTurnedOn() {
+  otelOn = true;
+  if (!sets.wroteWithout()) return;
+  const frames = sets.liveObjects(frameProto);
+  if (frames === null) return;
+  for (let i = 0; i < frames.length; i++) {
+    const frame = frames[i];
+    const store = mapGet.call(frame, storage);
+    if (store === undefined || store === null || mapGet.call(frame, otelStorage) !== undefined) continue;
+    mapSet.call(frame, otelStorage, otelOf(store));
+  }
+}
+
+// Makes `store` and its OpenTelemetry store `otel` current together, once
+// records are on: one new frame with both entries, made before the CPED
+// slot points at it, so that a reader that interrupts the thread finds
+// both stores of one set or both of the other, never a set's labels with
+// another's record (two enterWith calls would publish a frame between
+// them).  Where the frame's class is not the one expected, two enterWith.
+function enterBoth(store, otel) {
+  if (Frame === null) {
+    storage.enterWith(store);
+    otelStorage.enterWith(otel);
+    return;
+  }
+  const frame = new Frame(storage, store);
+  mapSet.call(frame, otelStorage, otel);
+  Frame.set(frame);
+}
+
+// The OpenTelemetry store of a set's `store` (once records are on), the
+// set's record written first if it has none yet; undefined for no store.
+function otelOf(store) {
+  if (store === undefined || store === null) return undefined;
+  if (store.otel === undefined) sets.attach(store.set);
+  return store.otel;
 }
 
 // The store object of `set` in the frame: undefined for a set with no
@@ -79,18 +155,24 @@ function storeOf(set) {
 // a set current in the frame always has its store object.
 function run(set, fn, prior) {
   if (set === (prior === undefined ? EMPTY : prior)) return fn();
-  storage.enterWith(storeOf(set));
+  const store = storeOf(set);
+  if (otelOn) enterBoth(store, otelOf(store));
+  else storage.enterWith(store);
   try {
     return fn();
   } finally {
-    storage.enterWith(prior === undefined ? undefined : prior.store);
+    const back = prior === undefined ? undefined : prior.store;
+    if (otelOn) enterBoth(back, otelOf(back));
+    else storage.enterWith(back);
   }
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
 // async work it starts.
 function enter(set) {
-  storage.enterWith(storeOf(set));
+  const store = storeOf(set);
+  if (otelOn) enterBoth(store, otelOf(store));
+  else storage.enterWith(store);
 }
 
 // The current set, or undefined where none was made current.
@@ -107,12 +189,13 @@ function current() {
 // For tests (lib/internals.js): `storage` is the AsyncLocalStorage whose
 // stores readers find in the frame.
 function state() {
-  return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, ...sets.chunkState() };
+  return { mechanism: 'AsyncContextFrame', installed: undefined, depth: 0, storage, otelStorage, ...sets.chunkState() };
 }
 
 // The V8 layout the OpenTelemetry process context publishes for readers of
 // the Node.js schema (lib/threadcontext.js): from the companion, which took
 // it from the V8 headers it was built against (custom_labels_v8_layout).
+// jsObjectRecordOffset is internal field 0 of an OpenTelemetry store.
 function otelLayout() {
   const l = native.layout;
   return {

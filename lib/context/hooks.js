@@ -17,7 +17,7 @@
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const v8 = require('node:v8');
-const { usesAsyncContextFrame, canSkipPromises } = require('../platform');
+const { usesAsyncContextFrame, canSkipPromises, contextFrameClass } = require('../platform');
 const { slot, parcaSlot, otelSlot } = require('../addon');
 const { recordsOn } = require('../record');
 const { EMPTY } = require('../labelset');
@@ -83,17 +83,109 @@ function after() {
   if (previous !== installed) install(previous);
 }
 
+// Following AsyncContextFrame's own exchanges.  With AsyncContextFrame, the
+// current set is the store of the frame V8 holds (its continuation-preserved
+// embedder data), and three kinds of code change that frame:
+// - V8, around a promise reaction: v8.promiseHooks (or async_hooks' promise
+//   hooks on Node 22) run once it has;
+// - Node's C++, around a callback from native code (I/O, message ports,
+//   HTTP parsers; InternalCallbackScope): async_hooks' before runs once it
+//   has, and after before it changes back;
+// - Node's JavaScript, through the statics `set` and `exchange` of its
+//   AsyncContextFrame class: AsyncLocalStorage's enterWith and run, and
+//   AsyncResource's runInAsyncScope (so AsyncResource.bind,
+//   EventEmitterAsyncResource, AsyncLocalStorage.bind and snapshot, and
+//   every library resource such as undici's request handlers or a
+//   connection pool's), and the loops of timers, immediates, ticks and
+//   unhandled rejections.  Some emit before first and exchange the frame
+//   after it (runInAsyncScope does, on Node 22 to 26; and some exchange
+//   with no hook at all), so a hook cannot see the frame they run.
+// So each of those two statics is wrapped, once per thread: after the
+// frame changes, the set of the new frame is published if it is not the
+// published one.  Node's JavaScript looks them up on the class at each
+// call (none keeps its own reference), so every JavaScript exchange is
+// seen.  A frame never changes its store for our AsyncLocalStorage (a frame
+// is copied to change a store; only disable() deletes from one, and ours is
+// never disabled), so the sets of the last two frames seen are kept with
+// them: a callback's frame and the one it returns to, so that a hop that
+// goes there and back costs comparisons and no lookup.
+let frame0 = null;
+let set0;
+let frame1 = null;
+let set1;
+
+function setOf(frame) {
+  if (frame === frame0) return set0;
+  if (frame === frame1) return set1;
+  const set = frame === undefined ? undefined : frame.get(storage);
+  frame1 = frame0;
+  set1 = set0;
+  frame0 = frame;
+  set0 = set;
+  return set;
+}
+
+// run and enter publish the set they enter themselves (on every Node):
+// while they call enterWith, following leaves it to them.  (No try/finally
+// around it, which costs more than the rest of following does: should
+// enterWith throw, the next run or enter clears the flag.)
+let entering = false;
+
+function follow(frame) {
+  if (entering) return;
+  const set = setOf(frame);
+  if (set !== installed) install(set);
+}
+
+// Every thread has its own Node environment and its own frame class, so
+// wrapping it follows this thread.  A second realm of this thread that
+// loads the package (a vm context with a module registry of its own) finds
+// the wrappers there, under a key of the isolate's symbol registry, and
+// adds its follower to them rather than wrapping them again.
+const FOLLOWERS = Symbol.for('customlabels.frameFollowers');
+
+function followFrames(cls) {
+  if (Object.hasOwn(cls, FOLLOWERS)) {
+    cls[FOLLOWERS].push(follow);
+    return;
+  }
+  // This realm's follower is called directly (so that V8 can inline it),
+  // any other realm's from the list.
+  const more = [];
+  const { current, set } = cls;
+  Object.defineProperty(cls, FOLLOWERS, { value: more });
+  cls.set = function set_(frame) {
+    set.call(this, frame);
+    follow(frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
+  };
+  // exchange is the current frame, then set (Node 22 to 26): the wrapper
+  // does just that with the originals, so that the frame is followed once
+  // (Node 22 and 24's exchange calls this.set, which would be the wrapper).
+  cls.exchange = function exchange_(frame) {
+    const prior = current.call(this);
+    set.call(this, frame);
+    follow(frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
+    return prior;
+  };
+}
+
 // How the hooks are attached depends on the Node version, chosen once:
 // - With AsyncContextFrame (default from Node 24, opt-in on 22), V8 keeps the
 //   context of promise reactions itself and v8.promiseHooks see it, so
 //   promises go through v8.promiseHooks, and async_hooks, told not to track
-//   promises where it can be, covers callbacks (timers, I/O, nextTick...).
+//   promises where it can be, covers callbacks (timers, I/O, nextTick...),
+//   and the frame class's statics (above) cover the exchanges of Node's
+//   JavaScript.
 // - Otherwise AsyncLocalStorage itself runs on async_hooks, and one
 //   createHook covers promises and callbacks alike.
 let mechanism = null;
 
 function enable() {
-  if (usesAsyncContextFrame() && canSkipPromises()) {
+  const frames = usesAsyncContextFrame();
+  const found = frames ? contextFrameClass() : null;
+  if (frames && canSkipPromises()) {
     createHook({ before, after, trackPromises: false }).enable();
     v8.promiseHooks.onBefore(before);
     v8.promiseHooks.onAfter(after);
@@ -101,6 +193,10 @@ function enable() {
   } else {
     createHook({ before, after }).enable();
     mechanism = 'async_hooks';
+  }
+  if (found !== null) {
+    followFrames(found);
+    mechanism += ' + AsyncContextFrame.set/exchange';
   }
 }
 
@@ -113,21 +209,27 @@ function run(set, fn, prior) {
   if (mechanism === null) enable();
   const entered = set !== prior; // AsyncLocalStorage.run skips an unchanged store too
   const previous = installed;
-  if (entered) storage.enterWith(set);
+  if (entered) enterWith(set);
   if (set !== previous) install(set);
   try {
     return fn();
   } finally {
-    if (entered) storage.enterWith(prior);
+    if (entered) enterWith(prior);
     if (installed !== previous) install(previous);
   }
+}
+
+function enterWith(set) {
+  entering = true;
+  storage.enterWith(set);
+  entering = false;
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
 // async work it starts.
 function enter(set) {
   if (mechanism === null) enable();
-  storage.enterWith(set);
+  enterWith(set);
   if (set !== installed) install(set);
 }
 

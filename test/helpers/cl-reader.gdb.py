@@ -249,22 +249,29 @@ def slot_of(module, tp):
     return tp + module["arg"]
 
 
-def snapshot(inferior, module):
+def each_thread(inferior, module, field, decode, threadlib=False):
+    """One entry a thread: its slot of `module`'s variable, the pointer
+    there, and decode(inferior, pointer) as `field` (or the error)."""
     threads = []
     for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
         thread.switch()
         tp = thread_pointer(module["machine"])
         slot = slot_of(module, tp)
-        entry = dict(tid=thread.ptid[1], name=thread.name, threadPointer=tp, slot=slot,
-                     threadlibSlot=threadlib_address())
+        entry = dict(tid=thread.ptid[1], name=thread.name, threadPointer=tp, slot=slot)
+        if threadlib:
+            entry["threadlibSlot"] = threadlib_address()
         try:
             ptr = u64(read(inferior, slot, 8))
             entry["pointer"] = ptr
-            entry["set"] = decode_set(inferior, ptr)
+            entry[field] = decode(inferior, ptr)
         except Exception as e:  # noqa: BLE001 - reported, not fatal
             entry["error"] = repr(e)
         threads.append(entry)
-    return dict(threads=threads)
+    return threads
+
+
+def snapshot(inferior, module):
+    return dict(threads=each_thread(inferior, module, "set", decode_set, threadlib=True))
 
 
 STORE_RE = re.compile(r"^\s*(v?movs?[dq]?|mov[lqwb]?)\s+[^,]+,\s*(\S*\(.*\)|0x[0-9a-f]+)\s*$")
@@ -485,18 +492,7 @@ def decode_record(inferior, ptr):
 
 def otel_snapshot(inferior):
     module = module_info(inferior, OTEL_SYMBOL)
-    threads = []
-    for thread in sorted(inferior.threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        slot = slot_of(module, thread_pointer(module["machine"]))
-        entry = dict(tid=thread.ptid[1], name=thread.name, slot=slot)
-        try:
-            ptr = u64(read(inferior, slot, 8))
-            entry["pointer"] = ptr
-            entry["record"] = decode_record(inferior, ptr)
-        except Exception as e:  # noqa: BLE001 - reported, not fatal
-            entry["error"] = repr(e)
-        threads.append(entry)
+    threads = each_thread(inferior, module, "record", decode_record)
     return dict(otelModule=module, threads=threads, processContext=process_context(inferior))
 
 

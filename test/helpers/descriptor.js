@@ -37,7 +37,9 @@ function threadPointerAddon() {
   return file;
 }
 
-// `length` bytes of this process's memory at `address` (a BigInt).
+// `length` bytes of this process's memory at `address` (a BigInt), read as
+// a debugger would but from inside, without ptrace (so under qemu-user too,
+// where guest addresses are the emulator's own).
 function peek(address, length) {
   const fd = fs.openSync('/proc/self/mem', 'r');
   try {

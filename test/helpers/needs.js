@@ -8,23 +8,20 @@
 //                                        watchpoints, ptrace under emulation,
 //                                        a Node.js version)
 //   needs.platform(this, arches)         Linux on one of these architectures
+//   needs.frameMode(this)                the package publishing in frame mode
 //
 // Called from an `it`, the test skips; from a `before`, its whole describe.
 // The reason is printed at once, and test/helpers/skip-summary.js prints one
 // line at the end with every group skipped and the apt-get line for the
 // tools.  With CUSTOMLABELS_TEST_STRICT=1 (.ci/run sets it) a missing tool
 // fails the test instead: CI must run everything a package can bring.  A
-// missing machine feature skips either way.  With CUSTOMLABELS_TEST_QUICK=1
-// (`npm run test:quick`, .mocharc.quick.js) the tests that need a cross
-// compiler or qemu skip even where it is installed: the quick tier
-// leaves them to `npm test`.
+// missing machine feature skips either way.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const STRICT = process.env.CUSTOMLABELS_TEST_STRICT === '1';
-const QUICK = process.env.CUSTOMLABELS_TEST_QUICK === '1';
 
 // Each tool: the group it is reported under and the Debian packages that
 // bring it.  A cross compiler also needs its libc headers, which
@@ -40,18 +37,16 @@ const TOOLS = {
     group: 'cross compiler for arm64',
     packages: ['gcc-aarch64-linux-gnu', 'libc6-dev-arm64-cross'],
     probe: CROSS_PROBE,
-    slow: 'cross-compiling',
   },
   'x86_64-linux-gnu-gcc': {
     group: 'cross compiler for x64',
     packages: ['gcc-x86-64-linux-gnu', 'libc6-dev-amd64-cross'],
     probe: CROSS_PROBE,
-    slow: 'cross-compiling',
   },
   // C++ cross compilers: frame mode's companion (src/frame.cc).
-  'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'], slow: 'cross-compiling' },
-  'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'], slow: 'cross-compiling' },
-  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'], slow: 'qemu' },
+  'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'] },
+  'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'] },
+  'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'] },
   'clang-14': { group: 'clang', packages: ['clang-14', 'libclang-rt-14-dev'] },
   perf: { group: 'perf', packages: ['linux-perf'] },
   bpftrace: { group: 'bpftrace', packages: ['bpftrace'] },
@@ -110,11 +105,6 @@ function aptLine(packages) {
 
 // Skips (or, strict, fails) unless every tool is on PATH.
 function tool(ctx, ...names) {
-  const slow = QUICK ? names.filter((name) => TOOLS[name]?.slow) : [];
-  if (slow.length > 0) {
-    const what = [...new Set(slow.map((name) => TOOLS[name].slow))].join(' and ');
-    feature(ctx, 'test:quick', `npm run test:quick leaves out ${what}; npm test runs it`);
-  }
   const missing = names.filter((name) => !have(name));
   if (missing.length === 0) return;
   const known = missing.map((name) => TOOLS[name] ?? { group: name, packages: [name] });
@@ -144,6 +134,26 @@ function platform(ctx, arches = ['x64', 'arm64']) {
   feature(ctx, 'platform', `runs on Linux ${names} only (this is ${process.platform} ${process.arch})`);
 }
 
+// Skips unless the package publishes in frame mode in a process that this
+// Node.js starts with CUSTOMLABELS_PUBLISH=frame and this process's flags
+// (so that Node 22 runs it where the suite runs with
+// --experimental-async-context-frame): Linux x86-64 or aarch64, Node 22+,
+// AsyncContextFrame on, and the companion built for this Node.js
+// (test/fixtures/frame_mode.js says why not).
+const FRAME_MODE = path.join(__dirname, '..', 'fixtures', 'frame_mode.js');
+function frameMode(ctx) {
+  platform(ctx);
+  if (Number(process.versions.node.split('.')[0]) < 22) {
+    feature(ctx, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
+  }
+  const probe = spawnSync(process.execPath, [...process.execArgv, '-e',
+    `process.stdout.write(JSON.stringify(require(${JSON.stringify(FRAME_MODE)}).frameMode().why))`],
+  { encoding: 'utf8', env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' }, timeout: 60000 });
+  if (probe.status !== 0) throw new Error(`the frame-mode probe failed: ${probe.error ?? probe.stderr}`);
+  const why = JSON.parse(probe.stdout);
+  if (why) feature(ctx, why.feature, why.reason);
+}
+
 // The line test/helpers/skip-summary.js prints, or null if nothing was skipped.
 function summary() {
   if (skipped.size === 0) return null;
@@ -154,4 +164,4 @@ function summary() {
   return `skipped: ${groups.join(', ')}${install}`;
 }
 
-module.exports = { STRICT, QUICK, TOOLS, have, tool, feature, platform, summary };
+module.exports = { STRICT, TOOLS, have, tool, feature, platform, frameMode, summary };

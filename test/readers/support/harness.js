@@ -15,7 +15,7 @@
 // CUSTOMLABELS_PUBLISH=frame, and this Node's flags, so that Node 22 runs
 // it with --experimental-async-context-frame where the suite does).
 
-const { execFileSync, spawn, spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -131,8 +131,7 @@ function build() {
   } else if (!hasTool('mkfifo')) {
     built.why.outside = { tool: 'mkfifo' };
   } else {
-    built.probe = path.join(tmp, 'ptrace_probe');
-    execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-o', built.probe, path.join(__dirname, 'ptrace_probe.c')]);
+    built.probe = memory.probe().file;
   }
   return built;
 }

@@ -14,6 +14,7 @@
 
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 function inside() {
@@ -29,6 +30,20 @@ function inside() {
       fs.closeSync(fd);
     },
   };
+}
+
+// ptrace_probe.c, built once per test process into a temporary directory
+// removed at exit: { file, dir } (`dir` takes outside()'s FIFOs too).
+let built = null;
+function probe() {
+  if (built) return built;
+  const { cc } = require('../../helpers/emulation');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-probe-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'ptrace_probe');
+  execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-o', file, path.join(__dirname, 'ptrace_probe.c')]);
+  built = { file, dir };
+  return built;
 }
 
 // Starts the probe on `pid`; `dir` is a temporary directory for the FIFOs.
@@ -136,4 +151,4 @@ function readingSelf(readProcess) {
   };
 }
 
-module.exports = { inside, outside, paged, maps, readingSelf };
+module.exports = { inside, probe, outside, paged, maps, readingSelf };
