@@ -19,6 +19,21 @@
 //   --variants a,b      (plain,baseline,floor-switch,labels; also frame:
 //                        CUSTOMLABELS_PUBLISH=frame, Node 22 + AsyncContextFrame, 24+)
 //   --json FILE         every measurement, rewritten after each round
+//   --instructions      instead of CPU time: instructions per request under
+//                       valgrind's cachegrind (below)
+//   --requests N1,N2    with --instructions: the two counts (4000,16000)
+//   --reps N            with --instructions: runs per count (3)
+//
+// --instructions counts what the machine's load does not move: each server
+// runs under `valgrind --tool=cachegrind --cache-sim=no` (all its threads,
+// GC and compiler included), answers N requests sent one at a time on each
+// of 10 keep-alive connections, and exits; per request = (total for N2 -
+// total for N1) / (N2 - N1), which leaves out starting Node and loading the
+// package, with the median total of `reps` runs for each count.  Prints per
+// Node and variant the instructions per request and the difference from
+// baseline.  Needs valgrind (Debian: apt-get install valgrind).  It is the
+// measure for differences under a microsecond; the CPU-time rounds are
+// what users see.
 //
 // One server process per variant and Node, all started first and kept up.
 // The load, from this process over 50 keep-alive connections per server,
@@ -239,16 +254,82 @@ function report(results, o) {
   return lines.join('\n');
 }
 
+// The total instructions of one server of `variant` on `node` that answers
+// `n` requests, under cachegrind.
+async function countInstructions(node, variant, n) {
+  const os = require('node:os');
+  const out = path.join(os.tmpdir(), `customlabels-cost-${process.pid}-${variant}-${n}-${Date.now()}.cg`);
+  const proc = spawn('valgrind', ['--tool=cachegrind', '--cache-sim=no', `--cachegrind-out-file=${out}`,
+    node, path.join(__dirname, 'http-server.js'), variant], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise((resolve) => proc.once('exit', resolve));
+  try {
+    const { ports } = await firstJsonLine(proc);
+    let left = n;
+    await Promise.all(Array.from({ length: 10 }, () => new Promise((resolve, reject) => {
+      const sock = net.connect(ports[0], '127.0.0.1');
+      let tail = '';
+      const send = () => {
+        if (left-- > 0) sock.write(REQUEST);
+        else { sock.end(); resolve(); }
+      };
+      sock.once('connect', send);
+      sock.once('error', reject);
+      sock.on('data', (chunk) => {
+        tail += chunk;
+        let i;
+        while ((i = tail.indexOf(BODY)) >= 0) {
+          tail = tail.slice(i + BODY.length);
+          send();
+        }
+      });
+    })));
+  } finally {
+    proc.stdin.end();
+  }
+  await exited;
+  const m = /^summary: (\d+)/m.exec(fs.readFileSync(out, 'utf8'));
+  fs.rmSync(out, { force: true });
+  if (!m) throw new Error(`cachegrind wrote no summary for ${variant} on ${node}`);
+  return Number(m[1]);
+}
+
+async function instructions(o) {
+  const [n1, n2] = o.requests;
+  console.log(`customlabels cost in instructions per request: ${new Date().toISOString()}; (median of ${o.reps} totals for ${n2} - for ${n1}) / ${n2 - n1}, cachegrind --cache-sim=no`);
+  for (const spec of o.nodes) {
+    const node = resolveNode(spec);
+    const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
+    const per = {};
+    for (const v of o.variants) {
+      const totals = { [n1]: [], [n2]: [] };
+      // The two counts alternate, so that a change in the machine meets both.
+      for (let r = 0; r < o.reps; r++) for (const n of [n1, n2]) totals[n].push(await countInstructions(node, v, n));
+      per[v] = (median(totals[n2]) - median(totals[n1])) / (n2 - n1);
+      const spread = (t) => `${(Math.min(...t) / 1e6).toFixed(1)}-${(Math.max(...t) / 1e6).toFixed(1)}M`;
+      const over = per.baseline !== undefined && v !== 'baseline' ? `  ${per[v] - per.baseline >= 0 ? '+' : ''}${(per[v] - per.baseline).toFixed(0)} over baseline` : '';
+      console.log(`${version} ${v.padEnd(12)} ${per[v].toFixed(0).padStart(7)} instructions/request${over}  (totals ${n1}: ${spread(totals[n1])}, ${n2}: ${spread(totals[n2])})`);
+    }
+  }
+}
+
 async function main() {
-  const o = parseOptions(process.argv.slice(2), __filename,
-    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null },
+  // --instructions takes no value.
+  const argv = process.argv.slice(2);
+  const flag = argv.indexOf('--instructions');
+  if (flag >= 0) argv.splice(flag, 1);
+  const o = parseOptions(argv, __filename,
+    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null,
+      instructions: flag >= 0, requests: [4000, 16000], reps: 3 },
     {
+      '--requests': (x, v) => { x.requests = v.split(',').map(Number); },
+      '--reps': (x, v) => { x.reps = Number(v); },
       '--node': (x, v) => x.nodes.push(v), '--rounds': (x, v) => { x.rounds = Number(v); },
       '--duration': (x, v) => { x.duration = Number(v); }, '--warmup': (x, v) => { x.warmup = Number(v); },
       '--fraction': (x, v) => { x.fraction = Number(v); }, '--rate': (x, v) => { x.rate = Number(v); },
       '--variants': (x, v) => { x.variants = v.split(','); }, '--json': (x, v) => { x.json = path.resolve(v); },
     });
   if (o.nodes.length === 0) o.nodes = [process.execPath];
+  if (o.instructions) return instructions(o);
   const started = new Date();
   const results = [];
   for (const spec of o.nodes) {

@@ -41,8 +41,10 @@
 // Lifetime: a store object keeps a reference to the ArrayBuffer of the chunk
 // its record lives in (JavaScript sets it), and the chunk's memory is freed
 // with the ArrayBuffer, so a chunk lives while any store object that points
-// into it can be reached: from a frame, a closure, anything.  No per-set
-// weak handle or finalizer exists.
+// into it can be reached: from a frame, a closure, anything.  The weak
+// handles kept per chunk (Group) only say which store objects are still
+// reachable, for JavaScript to move their sets out of a retired chunk
+// (move()); they keep nothing alive, and no finalizer exists.
 
 #include <dlfcn.h>
 #include <node.h>
@@ -52,6 +54,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+#include <vector>
 
 extern "C" {
 #include "companion.h"
@@ -105,6 +109,19 @@ using v8::ObjectTemplate;
 using v8::String;
 using v8::Value;
 
+// Per chunk (JavaScript's number for it): weak handles to the store objects
+// whose records are in that chunk, so that JavaScript can learn which are
+// still reachable once the chunk is retired (live()) and move just those
+// (lib/context/frame-sets.js); and, once retired, a weak handle to an
+// object made then, which the next collection empties: until it is empty,
+// no collection has run since, and the chunk's dead stores still look alive.
+// A weak handle does not keep its object; V8 empties it when the object is
+// collected.
+struct Group {
+  Global<Object> retired;
+  std::vector<Global<Object>> stores;
+};
+
 // Per environment (main thread or worker): the AsyncLocalStorage whose slot
 // Parca's thread-locals point at, the one otel_thread_ctx_nodejs_v1 names,
 // the store template, the model OpenTelemetry stores are copied from (made
@@ -116,6 +133,7 @@ struct FrameEnv {
   Global<ObjectTemplate> store;
   Global<Object> otel_model;
   cl_frame_tls_t tls;
+  std::unordered_map<uint32_t, Group> groups;
 };
 
 // One internal field in both kinds of store.  A label-set store's field 0:
@@ -225,8 +243,15 @@ void StoreOtelAls(const FunctionCallbackInfo<Value>& args) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
-// fill(n, first, stride): an array of n store objects, the i-th pointing at
-// first + i * stride.  One call for many objects: the first is made from the
+// Adds a weak handle to `obj` to `group`.
+void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> obj) {
+  group.emplace_back(isolate, obj);
+  group.back().SetWeak();
+}
+
+// fill(n, first, stride, group): an array of n store objects, the i-th
+// pointing at first + i * stride, each tracked weakly in `group` (the chunk
+// the records are in).  One call for many objects: the first is made from the
 // template, the others are copies of it (a copy of a JSObject is much cheaper
 // than instantiating a template, and keeps its internal field), each then
 // given its own record.
@@ -238,7 +263,9 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   uint32_t n = args[0].As<v8::Uint32>()->Value();
   uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[1]));
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
+  uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
+  std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
   Local<Object> model;
   if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
@@ -249,6 +276,7 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
     Local<Object> obj = i == 0 ? model : model->Clone();
 #endif
     SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
+    Track(isolate, group, obj);
     objs[i] = obj;
   }
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
@@ -290,6 +318,51 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
   }
   isolate->ThrowException(v8::Exception::RangeError(
       String::NewFromUtf8Literal(isolate, "frame: no arena chunk below a 4 GiB line")));
+}
+
+// retire(group, object): the chunk of `group` takes no more records;
+// `object`, which nothing else references, is watched weakly.
+void Retire(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  Group& g = env->groups[args[0].As<v8::Uint32>()->Value()];
+  g.retired.Reset(args.GetIsolate(), args[1].As<Object>());
+  g.retired.SetWeak();
+}
+
+// live(group): undefined while no collection has run since retire(); then
+// the store objects of `group` still reachable, as an array, and the group
+// is forgotten (its handles freed).  JavaScript moves the ones it keeps and
+// tracks them in another group (move()).
+void Live(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  uint32_t id = args[0].As<v8::Uint32>()->Value();
+  auto it = env->groups.find(id);
+  if (it == env->groups.end()) {
+    args.GetReturnValue().Set(v8::Array::New(isolate, 0));
+    return;
+  }
+  if (!it->second.retired.IsEmpty()) return;
+  std::vector<Local<Value>> alive;
+  for (Global<Object>& g : it->second.stores)
+    if (!g.IsEmpty()) alive.push_back(g.Get(isolate));
+  env->groups.erase(it);
+  args.GetReturnValue().Set(v8::Array::New(isolate, alive.data(), alive.size()));
+}
+
+// move(store, record, group): points the store's internal field 0 at
+// `record` (a complete record JavaScript wrote in another chunk: one aligned
+// word written, so a reader sees the old record or the new one, and the old
+// one stays intact while its chunk lives) and tracks the store in `group`
+// (not where group is 0: an OpenTelemetry store, reached through its
+// label-set store).
+void Move(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  FrameEnv* env = EnvOf(args);
+  Local<Object> obj = args[0].As<Object>();
+  SetRecord(obj, AddressOf(args[1]));
+  uint32_t id = args[2].As<v8::Uint32>()->Value();
+  if (id != 0) Track(isolate, env->groups[id].stores, obj);
 }
 
 // recordOf(store): the address in internal field 0 (tests).
@@ -412,6 +485,9 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "fill", Fill);
   Method(isolate, exports, data, "chunk", Chunk);
   Method(isolate, exports, data, "recordOf", RecordOf);
+  Method(isolate, exports, data, "retire", Retire);
+  Method(isolate, exports, data, "live", Live);
+  Method(isolate, exports, data, "move", Move);
   Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
   Method(isolate, exports, data, "storeOtelAls", StoreOtelAls);

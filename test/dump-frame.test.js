@@ -93,6 +93,23 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
     assert.match(text, new RegExp(`^\\s*${roles.main}\\s.*\\[frame\\] thread="main" phase="parked"\\n\\s+otel: \\(no span\\) flags=00 thread="main" phase="parked"$`, 'm'), text);
   });
 
+  it('snapshot: a long-lived context, after 20,000 request flows and three collections moved its set to another chunk, reads its own labels and its record', async function () {
+    for (const how of ['park-long', 'park-long-otel']) {
+      const { pid, roles } = await start(how);
+      const lines = jsonLines((await dump(['--json', String(pid)])).stdout);
+      for (const t of THREADS) {
+        const l = lines.find((x) => x.tid === roles[t]);
+        assert.deepEqual(l.labels, { phase: 'parked', thread: t }, `${how} ${t}`);
+        assert.equal(l.via, 'frame', `${how} ${t}`);
+        if (how === 'park-long-otel') {
+          assert.equal(l.otel?.error, undefined, `${t}: ${JSON.stringify(l.otel)}`);
+          assert.deepEqual(l.otel.attrs, { phase: 'parked', thread: t }, t);
+        }
+      }
+      killAll();
+    }
+  });
+
   it('--sample: running threads are counted under their own sets, read from the frame, never under a torn mix', async function () {
     const { pid, roles } = await start('spin');
     const rows = jsonLines((await dump(['--json', '--sample', '200', '--duration', '2', String(pid)])).stdout).filter((r) => r.tid !== undefined);

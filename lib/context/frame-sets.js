@@ -32,10 +32,10 @@
 // Each store object references its LabelSet (`set`), and the set its
 // chunk (`chunk`) and its store object back, so a chunk is freed only after
 // every store object and set in it is unreachable, from any frame, closure
-// or set.  One long-lived set pins its whole chunk: CHUNK is the
-// price of that against the cost of making chunks (bench/frame-rss.js).
+// or set.  A set that outlives its chunk is moved to a chunk of long-lived
+// sets (tenure(), below), so that it does not keep the whole chunk.
 // Nothing is freed or reused by this file, and a worker's chunks go with
-// its isolate.
+// its isolate.  docs/design.md (Frame mode: memory and lifetime).
 
 const { LIMITS } = require('../checks');
 const { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord } = require('../record');
@@ -85,7 +85,9 @@ let next = POOL;
 let poolAt = 0;
 
 function newChunk() {
+  if (buf !== null) retire();
   const [b, address] = native.chunk(CHUNK);
+  id = nextId();
   buf = b;
   u32 = new Uint32Array(b);
   bytes = Buffer.from(b);
@@ -158,10 +160,170 @@ function liveObjects(proto) {
   return found;
 }
 
+// Moving the sets that outlive their chunk.  Most sets are a request's and
+// die with it, but one that lives on (a connection's, a captured snapshot's,
+// an interval's) would keep its whole chunk; so a retired chunk's sets still
+// reachable after a collection are written again, whole, into a chunk of
+// long-lived sets (the tenured chunk), and their store objects pointed at
+// the new records.  The companion keeps a weak handle to each store object
+// per chunk (its group, numbered here) to say which are still reachable.
+// A reader that interrupts the thread finds a store's field 0 pointing at
+// the old record or at the new one (one aligned word written), each
+// complete: the old chunk is freed only by a collection after the store
+// stopped referencing it.  A tenured chunk is retired in its turn when full,
+// and its sets still reachable move again when few of them are left
+// (at most a quarter of what it took).
+//
+// retired: groups waiting for review, oldest first: { id, chunks, sets,
+// tenured }, `chunks` the number of chunks made when it was retired.
+const retired = [];
+const REVIEW_AFTER = 4; // chunks made since a group was retired
+const TENURED_REVIEW_AFTER = 64;
+let id = 0; // the current chunk's group
+let ids = 0;
+let chunks = 0; // chunks made
+let setsHere = 0; // sets written in the current chunk
+
+function nextId() {
+  ids = (ids + 1) >>> 0;
+  return ids;
+}
+
+// The current chunk takes no more sets: it waits for review.
+function retire() {
+  native.retire(id, {});
+  retired.push({ id, chunks, sets: setsHere, tenured: false });
+  setsHere = 0;
+  chunks++;
+  review();
+}
+
+// Reviews the retired groups whose time has come, oldest first, a few per
+// new chunk so that the work spreads out.  One collection empties every
+// retired group's watched object at once, so where the oldest says none
+// ran since, none did for the younger ones either.
+function review() {
+  for (let done = 0; done < 8 && retired.length > 0; done++) {
+    const g = retired[0];
+    if (chunks - g.chunks < (g.tenured ? TENURED_REVIEW_AFTER : REVIEW_AFTER)) {
+      // A tenured group waits longer: look past it, once.
+      if (!g.tenured || retired.length < 2) return;
+      retired.push(retired.shift());
+      continue;
+    }
+    const alive = native.live(g.id);
+    if (alive === undefined) return; // no collection since it was retired
+    retired.shift();
+    if (alive.length === 0) continue;
+    if (g.tenured && alive.length * 4 > g.sets) {
+      // Still mostly in use: stays, tracked under a new group.
+      const again = nextId();
+      for (let j = 0; j < alive.length; j++) native.move(alive[j], native.recordOf(alive[j]), again);
+      native.retire(again, {});
+      retired.push({ id: again, chunks, sets: g.sets, tenured: true });
+      continue;
+    }
+    for (let j = 0; j < alive.length; j++) tenure(alive[j]);
+  }
+}
+
+// The tenured chunk: where sets that outlived their chunk are written.
+let tBuf = null;
+let tU32;
+let tBytes;
+let tBase = 0;
+let tOff = CHUNK;
+let tId = 0;
+let tSets = 0;
+
+// Writes the set of `store` again, whole, in the tenured chunk, then points
+// the store at it: record and set, labels, strings, and the OpenTelemetry
+// record if the store has one.
+function tenure(store) {
+  const set = store.set;
+  if (set === undefined) return;
+  const kv = set.kv;
+  const n = kv.length >> 1;
+  let most = 0;
+  for (let i = 0; i < kv.length; i++) most += 3 * kv[i].length;
+  const otel = store.otel !== undefined;
+  const need = RECORD + SET + LABEL * n + most + 16 + (otel ? recordBytes(n, most) + 8 : 0);
+  if (tOff + need > CHUNK) {
+    if (tBuf !== null) {
+      native.retire(tId, {});
+      retired.push({ id: tId, chunks, sets: tSets, tenured: true });
+    }
+    const [b, address] = native.chunk(CHUNK);
+    tBuf = b;
+    tU32 = new Uint32Array(b);
+    tBytes = Buffer.from(b);
+    tBase = address;
+    tOff = 0;
+    tId = nextId();
+    tSets = 0;
+  }
+  const at = tOff;
+  const storage = at + RECORD + SET;
+  let p = storage + LABEL * n;
+  for (let i = 0; i < n; i++) {
+    const kLen = tBytes.utf8Write(kv[2 * i], p, 3 * kv[2 * i].length);
+    const kAt = p;
+    p += kLen;
+    const vLen = tBytes.utf8Write(kv[2 * i + 1], p, 3 * kv[2 * i + 1].length);
+    valueAt[i] = p;
+    valueLength[i] = vLen;
+    p += vLen;
+    const l = (storage + LABEL * i) / 8;
+    writeWord(l, kLen);
+    writeWord(l + 1, tBase + kAt);
+    writeWord(l + 2, vLen);
+    writeWord(l + 3, tBase + valueAt[i]);
+  }
+  const s = (at + RECORD) / 8;
+  writeWord(s, tBase + storage);
+  writeWord(s + 1, n);
+  writeWord(s + 2, n);
+  p = (p + 7) & ~7;
+  let otelAt = 0;
+  if (otel) {
+    const o = (p + 3) & ~3;
+    p = (writeRecord(tBytes, tU32, o, set, n, valueAt, valueLength) + 7) & ~7;
+    otelAt = tBase + o;
+  }
+  const r = at / 8;
+  writeWord(r, 0);
+  writeWord(r + 1, 0);
+  writeWord(r + 2, 0);
+  writeWord(r + 3, tBase + at + RECORD);
+  tU32[2 * r + 8] = TOKEN_LO;
+  tU32[2 * r + 9] = TOKEN_HI;
+  tOff = p;
+  tSets++;
+  // The new record complete, the store points at it; then the set keeps
+  // the tenured chunk instead of the old one.
+  native.move(store, tBase + at, tId);
+  if (otel) {
+    // The OpenTelemetry store too: its field 0 at the new record (group 0:
+    // not tracked, as it is reached only through the label-set store).
+    const o = store.otel;
+    native.move(o, otelAt, 0);
+    o.chunk = tBuf;
+  }
+  set.chunk = tBuf;
+}
+
+// Writes the 64-bit little-endian `v` (below 2^53) at word `w` of the
+// tenured chunk.
+function writeWord(w, v) {
+  const low = v % TWO32;
+  tU32[2 * w] = low;
+  tU32[2 * w + 1] = (v - low) / TWO32;
+}
+
 function refill() {
   poolAt = off;
   off += POOL * RECORD;
-  pool = native.fill(POOL, hi * TWO32 + lo + poolAt, RECORD);
+  pool = native.fill(POOL, hi * TWO32 + lo + poolAt, RECORD, id);
   next = 0;
 }
 
@@ -178,6 +340,21 @@ function room(n, most, records) {
 // lib/abi.js writes it); returns its length in bytes.
 function writeString(s, at) {
   return bytes.utf8Write(s, at, 3 * s.length);
+}
+
+// Writes `s` at `at` if it is all ASCII and returns its length, or -1 as
+// soon as a character is not (the bytes before it written).  A loop in
+// JavaScript: Buffer's utf8Write went through Node's slow path from here
+// (SlowWriteString, some 1,700 instructions a request under callgrind for
+// a trace id and a user, against about 5 a character here).
+function writeAscii(s, at) {
+  const n = s.length;
+  for (let j = 0; j < n; j++) {
+    const c = s.charCodeAt(j);
+    if (c > 0x7f) return -1;
+    bytes[at + j] = c;
+  }
+  return n;
 }
 
 // Writes set.kv's labels (checked, or within the limits if `ascii`) into
@@ -207,8 +384,8 @@ function write(set, ascii) {
     if (k === undefined || k.key !== key) {
       k = keys.get(key);
       if (k === undefined) {
-        const len = writeString(key, p);
-        if (ascii && len !== key.length) return giveUp(p);
+        const len = ascii ? writeAscii(key, p) : writeString(key, p);
+        if (len < 0) return giveUp(p);
         k = { key, at: p, len, value: undefined, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
@@ -216,8 +393,8 @@ function write(set, ascii) {
       byPosition[i] = k;
     }
     if (value !== k.value) {
-      const vLen = writeString(value, p);
-      if (ascii && vLen !== value.length) return giveUp(p);
+      const vLen = ascii ? writeAscii(value, p) : writeString(value, p);
+      if (vLen < 0) return giveUp(p);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
@@ -263,6 +440,7 @@ function write(set, ascii) {
   const store = pool[next];
   pool[next++] = undefined;
   set.chunk = buf;
+  setsHere++;
   if (records) {
     // The record is in the set's own chunk.
     store.otel = otelStore(otel);
