@@ -29,6 +29,9 @@ const { EMPTY, useWriter } = require('../labelset');
 const { recordsOn } = require('../record');
 const sets = require('./frame-sets');
 
+// What frame mode calls on the companion (here and in frame-sets.js).
+const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live'];
+
 // Why frame mode cannot run in this thread with `v8` (the companion, or
 // null and `missing`, why it did not load), or null when it can.  The probe
 // is the feature itself, not the version or the flags (flags come from
@@ -39,6 +42,13 @@ function unavailable(v8, missing) {
   const major = Number(process.versions.node.split('.')[0]);
   if (major < 22) return `Node.js ${process.versions.node} has no AsyncContextFrame (Node.js 22 with --experimental-async-context-frame, or 24 and later)`;
   if (v8 === null) return missing;
+  // A companion left from another build of the package (a checkout rebuilt
+  // since, for one Node.js only) can lack what this one calls.
+  const absent = COMPANION_CALLS.filter((name) => typeof v8[name] !== 'function');
+  if (absent.length !== 0) {
+    return `the companion customlabels-v8 is from another build of customlabels (it has no ${absent.join(', ')}): ` +
+      'rebuild it for this Node.js (docs/install.md)';
+  }
   const probe = new AsyncLocalStorage();
   const on = probe.run(1, () => isMap(v8.cped()));
   // run() leaves the probe in the frame it returns to, with the value
