@@ -70,7 +70,7 @@ function install(set) {
 }
 
 function before() {
-  const set = storage.getStore();
+  const set = frameNow === null ? storage.getStore() : setOf(frameNow());
   saved[depth++] = installed;
   if (set !== installed) install(set);
 }
@@ -131,6 +131,10 @@ function setOf(frame) {
 // enterWith throw, the next run or enter clears the flag.)
 let entering = false;
 
+// The frame class's own `current` (no `this` needed), once frames are
+// followed: `before` then asks the frame cache rather than the Map.
+let frameNow = null;
+
 function follow(frame) {
   if (entering) return;
   const set = setOf(frame);
@@ -153,6 +157,7 @@ function followFrames(cls) {
   // any other realm's from the list.
   const more = [];
   const { current, set } = cls;
+  frameNow = current;
   Object.defineProperty(cls, FOLLOWERS, { value: more });
   cls.set = function set_(frame) {
     set.call(this, frame);
