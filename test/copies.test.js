@@ -166,13 +166,16 @@ describe('looking for other copies while another thread loads shared objects', f
       execFileSync(cc, ['-shared', '-fPIC', '-o', lib, path.join(tmp, 'tls.c')]);
       execFileSync(cc, ['-std=gnu11', '-O2', '-shared', '-fPIC', `-I${nodeInclude()}`, '-o', loop,
         path.join(__dirname, 'fixtures', 'dlopen_loop.c'), '-lpthread']);
+      // Each look dlopen()s and dlsym()s every candidate: under qemu-user
+      // 5000 of them took 45 s to well past the child's time.
+      const LOOKS = emulated ? 1500 : 5000;
       const code = `
         const native = require(${JSON.stringify(path.join(ROOT, 'lib', 'internals'))}).addon;
         const m = { exports: {} };
         process.dlopen(m, ${JSON.stringify(loop)});
         m.exports.start(${JSON.stringify(lib)});
         let peers = 0;
-        for (let i = 0; i < 5000; i++) peers += native.binding.peers().length;
+        for (let i = 0; i < ${LOOKS}; i++) peers += native.binding.peers().length;
         process.stdout.write(JSON.stringify({ loads: m.exports.stop(), peers }));`;
       const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 90000, killSignal: 'SIGKILL' });
       assert.equal(r.signal, null, 'the child hung: looking for copies deadlocked with the loading thread');
