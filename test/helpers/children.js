@@ -49,4 +49,18 @@ function startFixture(command, args, { timeout = 15000, uid, gid, cwd, input, en
   });
 }
 
-module.exports = { track, killAll, startFixture };
+// The first line a started process writes to its stdout (without the
+// newline); rejects if it exits first.
+function firstLine(child) {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdout.on('data', (d) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) resolve(buf.slice(0, nl));
+    });
+    child.once('exit', (code, signal) => reject(new Error(`the process exited (${code ?? signal}) before it wrote a line`)));
+  });
+}
+
+module.exports = { track, killAll, startFixture, firstLine };

@@ -22,6 +22,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const needs = require('../helpers/needs');
 const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
+const { firstLine } = require('../helpers/children');
 const { threadPointerAddon } = require('../helpers/descriptor');
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -87,14 +88,7 @@ describe(`readers: the OpenTelemetry Node.js walk of the design's later text ove
     const child = spawn(process.execPath, [...process.execArgv, FIXTURE, tp, 'park'],
       { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
     try {
-      const line = await new Promise((resolve, reject) => {
-        let buf = '';
-        child.stdout.on('data', (d) => {
-          buf += d;
-          if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
-        });
-        child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
-      });
+      const line = await firstLine(child);
       const out = JSON.parse(line);
       if (out.mode !== 'frame') needs.feature(this, 'customlabels-v8', `frame mode did not run (publishMode ${out.mode}): ${out.why}`);
       const mem = memory.outside(probe.file, child.pid, probe.dir);

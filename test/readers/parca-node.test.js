@@ -33,6 +33,7 @@ const path = require('node:path');
 const needs = require('../helpers/needs');
 const { threadPointerAddon } = require('../helpers/descriptor');
 const { cc: CC, why, skipUnderEmulation } = require('../helpers/emulation');
+const { firstLine } = require('../helpers/children');
 const elf = require('./support/elf');
 const pfelf = require('./support/pfelf');
 const { forEachPath } = require('./support/paths');
@@ -136,14 +137,7 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
     const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'test', 'fixtures', 'frame_parked.js'), tp],
       { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
     try {
-      const line = await new Promise((resolve, reject) => {
-        let buf = '';
-        child.stdout.on('data', (d) => {
-          buf += d;
-          if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
-        });
-        child.once('exit', (code) => reject(new Error(`target exited ${code}`)));
-      });
+      const line = await firstLine(child);
       const reported = JSON.parse(line).threads;
       const mem = memory.outside(probe.file, child.pid, probe.dir);
       const tids = fs.readdirSync(`/proc/${child.pid}/task`).map(Number);
