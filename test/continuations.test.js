@@ -20,7 +20,7 @@ const assert = require('node:assert/strict');
 const { spawn, spawnSync } = require('node:child_process');
 const path = require('node:path');
 const readline = require('node:readline');
-const { emulated, cc, skipUnderEmulation } = require('./helpers/emulation');
+const { emulated, cc } = require('./helpers/emulation');
 const { threadPointerAddon } = require('./helpers/descriptor');
 const memory = require('./readers/support/memory');
 
@@ -186,9 +186,6 @@ describe('continuations: inside the callback of every async mechanism, a reader 
     describe(`${mode} mode`, function () {
       let result = null;
       before(async function () {
-        // Under qemu-user the frame-mode run of every mechanism has not
-        // finished within this file's time; the x64 run covers frame mode.
-        if (mode === 'frame') skipUnderEmulation(this, 'the frame-mode run of every mechanism does not finish in time under qemu-user');
         if (mode === 'frame' && !usesAsyncContextFrame()) {
           needs.feature(this, 'AsyncContextFrame', `frame mode needs AsyncContextFrame, which Node.js ${process.version} runs ${MAJOR < 22 ? 'not at all' : 'with --experimental-async-context-frame only'}`);
         }

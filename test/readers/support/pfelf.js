@@ -112,8 +112,21 @@ function visitRelocations(f, relTypes, visitor) {
 
 // VisitSymbols (.symtab) with a visitor that stops at the first symbol
 // named `name`: that symbol, or null.  Names are compared as bytes (a
-// Node.js binary has some hundred thousand symbols).
+// Node.js binary has some hundred thousand symbols).  A profiler looks a
+// file's symbols up once and keeps what it found with the file's
+// information, so the answer is kept per parsed file (elf.open makes one
+// per file and version) and name: a test that reads a thread many times
+// scans the table once, which under qemu-user takes seconds.
+const symbolsFound = new WeakMap();
 function firstSymbolNamed(f, name) {
+  let found = symbolsFound.get(f);
+  if (found === undefined) symbolsFound.set(f, (found = new Map()));
+  if (!found.has(name)) found.set(name, scanSymbols(f, name));
+  const sym = found.get(name);
+  return sym === null ? null : { ...sym };
+}
+
+function scanSymbols(f, name) {
   const s = f.sections.find((x) => x.name === '.symtab');
   if (!s) return null;
   const strtab = f.sections[s.link].offset;
