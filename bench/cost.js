@@ -315,6 +315,8 @@ async function countInstructions(node, variant, n, root) {
       });
     })));
   } catch (err) {
+    proc.stdin.end();
+    proc.kill();
     await exited;
     fs.rmSync(out, { force: true });
     throw err;
