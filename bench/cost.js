@@ -248,7 +248,8 @@ function summaryTable(results, o) {
   }
   const lines = [`| server CPU per request | ${cols.map((c) => c.title).join(' | ')} |`, `| --- |${cols.map(() => ' --- |').join('')}`];
   for (const v of o.variants) lines.push(`| ${NAMES[v] || v} | ${cols.map((c) => `${f1(c.s.perVariant[v].us)} µs`).join(' | ')} |`);
-  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
+  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['frame', 'baseline'], ['frame', 'labels'],
+    ['labels-tc', 'labels'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
   for (const [a, b] of want) {
     const cells = cols.map((c) => {
       const p = c.s.pairs.find((x) => x.a === a && x.b === b);
