@@ -1,5 +1,7 @@
 'use strict';
-// Command-line and child-process pieces shared by the benchmark scripts.
+// bench/cli.js is a module of the benchmarks, not a script: the command-line and
+// child-process pieces the scripts in bench/ share (resolveNode, printUsage,
+// parseOptions, firstJsonLine, procCpuSeconds, baselinePackage).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -26,19 +28,53 @@ function printUsage(file) {
   process.exit(0);
 }
 
+// --help anywhere in argv: prints `file`'s usage and exits, before anything
+// is measured.  For scripts that read their arguments themselves.
+function helpOrNothing(argv, file) {
+  if (argv.includes('--help') || argv.includes('-h')) printUsage(file);
+}
+
 // Parses argv into `o`, which holds the defaults.  `options` maps each
-// option that takes a value to (o, value) => void; --help prints `file`'s
-// usage.  Anything else is an error that names it.
+// option to (o, value) => void, or, for an option that takes no value, to
+// (o) => void; --help prints `file`'s usage.  Anything else is an error
+// that names it.
 function parseOptions(argv, file, o, options) {
+  helpOrNothing(argv, file);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '--help' || a === '-h') printUsage(file);
     const set = Object.hasOwn(options, a) ? options[a] : null;
     if (set === null) throw new Error(`unknown option ${a} (see --help)`);
+    if (set.length < 2) {
+      set(o);
+      continue;
+    }
     if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
     set(o, argv[++i]);
   }
   return o;
+}
+
+// REF's lib/ and package.json, extracted into `dir` (`git archive`), with
+// this checkout's build/, prebuilds/ and node_modules/ linked beside them:
+// the package as REF had it, on this checkout's addon and companions, so
+// that a change in lib/ can be measured against its base.  A REF whose lib/
+// expects another addon (binding.layout) says so when it loads.  Returns
+// REF's full hash.
+function baselinePackage(ref, dir) {
+  const hash = execFileSync('git', ['rev-parse', '--verify', `${ref}^{commit}`], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const tar = execFileSync('git', ['archive', hash, 'lib', 'package.json'], { cwd: ROOT, maxBuffer: 1 << 28 });
+  execFileSync('tar', ['-x', '-C', dir], { input: tar });
+  for (const link of ['build', 'prebuilds', 'node_modules']) {
+    if (fs.existsSync(path.join(ROOT, link))) fs.symlinkSync(path.join(ROOT, link), path.join(dir, link));
+  }
+  return hash;
+}
+
+// This checkout's commit, short, and whether lib/ has changes not committed.
+function checkoutCommit() {
+  const head = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', 'lib'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  return dirty ? `${head} with changes in lib/` : head;
 }
 
 // The first line a child prints on stdout, parsed as JSON (a server says
@@ -69,4 +105,6 @@ function procCpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-module.exports = { resolveNode, printUsage, parseOptions, firstJsonLine, procCpuSeconds };
+if (require.main === module) printUsage(__filename);
+
+module.exports = { ROOT, resolveNode, printUsage, helpOrNothing, parseOptions, firstJsonLine, procCpuSeconds, baselinePackage, checkoutCommit };

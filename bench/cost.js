@@ -1,28 +1,45 @@
 'use strict';
-// What customlabels adds to a service: the reference HTTP server's CPU time
-// per request (bench/http-server.js: labels of a route, a user and a trace
-// id unique to the request, then 3 awaits), in four variants that differ
-// only in the mechanism: plain (no context), baseline (AsyncLocalStorage
-// alone), floor-switch (AsyncLocalStorage and the least hooks a publisher
-// that follows async hops needs: read the store, switch a pointer) and
-// labels (customlabels' withLabels).
+// What customlabels adds to a service, per request of the reference HTTP
+// server (bench/http-server.js: labels of a route, a user and a trace id
+// unique to the request, then 3 awaits), in variants that differ only in
+// the mechanism: plain (no context), baseline (AsyncLocalStorage alone),
+// floor-switch (AsyncLocalStorage and the least hooks a publisher that
+// follows async hops needs: read the store, switch a pointer), labels
+// (customlabels' withLabels, hooks mode), frame (the same with
+// CUSTOMLABELS_PUBLISH=frame; Node 22 with AsyncContextFrame, 24+) and
+// labels-tc (hooks mode with enableThreadContext()).  The one HTTP harness
+// of bench/: server CPU time per request in rounds, or instructions per
+// request under cachegrind.
 //
-//   node bench/cost.js [--node 20 --node 24] [--rounds 40] [--duration 1]
+//   node bench/cost.js [--node 24 --node 26] [--rounds 40] [--variants baseline,labels,frame]
+//   node bench/cost.js --instructions [--node 24 --node 26] [--variants baseline,labels,frame] [--baseline REF]
 // Options:
-//   --node PATH|MAJOR   Node binary for the servers (repeatable; see bench/cli.js)
+//   --node PATH|MAJOR   Node binary for the servers (repeatable; a major is
+//                       this Node or .cache/node/<major>, as .ci/run installs)
+//   --variants a,b      (plain,baseline,floor-switch,labels; also frame, labels-tc)
+//   --help              this text; runs nothing
+// CPU-time rounds (what users see):
 //   --rounds N          rounds (40)
 //   --duration S        seconds of each measured window (1)
 //   --warmup S          seconds of saturated load each server gets first (2)
 //   --fraction F        the fixed rate as a fraction of what `labels` serves
 //                       saturated, measured after the warm-up (0.4)
 //   --rate N            a fixed rate in requests/s instead (every Node)
-//   --variants a,b      (plain,baseline,floor-switch,labels; also frame:
-//                        CUSTOMLABELS_PUBLISH=frame, Node 22 + AsyncContextFrame, 24+)
+//   --threads K         each server serves from K worker threads, one port
+//                       each, the connections spread over them (0: the main
+//                       thread)
 //   --json FILE         every measurement, rewritten after each round
+// Instructions (the measure for differences under a microsecond):
 //   --instructions      instead of CPU time: instructions per request under
 //                       valgrind's cachegrind (below)
-//   --requests N1,N2    with --instructions: the two counts (4000,16000)
-//   --reps N            with --instructions: runs per count (3)
+//   --requests N1,N2    the two counts (4000,16000)
+//   --reps N            runs per count (3)
+//   --baseline REF      also count the package variants (labels, frame,
+//                       labels-tc) with the lib/ of git commit REF beside
+//                       this checkout's build/ and prebuilds/ (git archive
+//                       into a temporary directory), and print this
+//                       checkout − REF: whether a change in lib/ moves what
+//                       a request pays
 //
 // --instructions counts what the machine's load does not move: each server
 // runs under `valgrind --tool=cachegrind --cache-sim=no` (all its threads,
@@ -31,29 +48,31 @@
 // total for N1) / (N2 - N1), which leaves out starting Node and loading the
 // package, with the median total of `reps` runs for each count.  Prints per
 // Node and variant the instructions per request and the difference from
-// baseline.  Needs valgrind (Debian: apt-get install valgrind).  It is the
-// measure for differences under a microsecond; the CPU-time rounds are
-// what users see.
+// baseline.  A variant the Node cannot run (frame on Node 20) is skipped
+// with a line that says so.  Needs valgrind (Debian: apt-get install
+// valgrind).  Per-hop counts (await, setImmediate, withLabels...):
+// bench/instructions.js.
 //
-// One server process per variant and Node, all started first and kept up.
-// The load, from this process over 50 keep-alive connections per server,
-// moves from one server to the next: a round measures, for each Node, one
-// window of each variant at the fixed rate (requests due evenly in time,
-// sent on a 1 ms clock), then one window of each saturated (each connection
-// sends its next request when the last one is answered), the variants back
-// to back in an order rotated each round.  Server CPU per request = the
-// server's CPU time in the window (all its threads,
-// /proc/PID/task/*/schedstat, ns) over the requests it answered in it.
-// Results: per variant the median µs per request; for each pair the median
-// of the differences within a round, their range, and a sign test (a
-// difference is inside the noise unless p <= 0.05).  No gc() anywhere.
-// Exit code 0: a report, not a test.  docs/cost.md has the details.
+// The CPU-time rounds: one server process per variant and Node, all started
+// first and kept up.  The load, from this process over 50 keep-alive
+// connections per server, moves from one server to the next: a round
+// measures, for each Node, one window of each variant at the fixed rate
+// (requests due evenly in time, sent on a 1 ms clock), then one window of
+// each saturated (each connection sends its next request when the last one
+// is answered), the variants back to back in an order rotated each round.
+// Server CPU per request = the server's CPU time in the window (all its
+// threads, /proc/PID/task/*/schedstat, ns) over the requests it answered in
+// it.  Results: per variant the median µs per request; for each pair the
+// median of the differences within a round, their range, and a sign test (a
+// difference is inside the noise unless p <= 0.05); then each server's peak
+// RSS over the whole run (VmHWM; no gc() anywhere).  Exit code 0: a report,
+// not a test.  docs/cost.md has the details.
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const { resolveNode, parseOptions, firstJsonLine } = require('./cli');
+const { resolveNode, parseOptions, firstJsonLine, baselinePackage, checkoutCommit, ROOT } = require('./cli');
 const { alternate, orderOf, median, paired } = require('./rounds');
 
 const CONNECTIONS = 50;
@@ -72,12 +91,12 @@ function serverCpuNs(pid) {
   return ns;
 }
 
-// CONNECTIONS keep-alive connections to `port`, one request in flight at
+// CONNECTIONS keep-alive connections spread over `ports`, one request in flight at
 // most on each.  load(mode, seconds) sends requests until the time is up,
 // then waits for the answers, and returns how many were answered.
-async function openPool(port) {
-  const conns = await Promise.all(Array.from({ length: CONNECTIONS }, () => new Promise((resolve, reject) => {
-    const sock = net.connect(port, '127.0.0.1', () => resolve(sock));
+async function openPool(ports) {
+  const conns = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => new Promise((resolve, reject) => {
+    const sock = net.connect(ports[i % ports.length], '127.0.0.1', () => resolve(sock));
     sock.once('error', reject);
     sock.setNoDelay(true);
   })));
@@ -167,11 +186,11 @@ async function openPool(port) {
 // A server process of `variant`, warmed up with --warmup s of saturated
 // load.  window(load, seconds, rate) measures one window; stop() ends it.
 async function startServer(node, variant, o) {
-  const child = spawn(node, ['http-server.js', variant, '0'], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(node, ['http-server.js', variant, String(o.threads)], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
   const stop = () => { child.stdin.end(); child.kill(); };
   try {
     const { ports, pid } = await firstJsonLine(child);
-    const pool = await openPool(ports[0]);
+    const pool = await openPool(ports);
     await pool.load('saturated', o.warmup);
     const window = async (load, seconds, rate) => {
       const cpu0 = serverCpuNs(pid);
@@ -179,7 +198,15 @@ async function startServer(node, variant, o) {
       const cpuNs = serverCpuNs(pid) - cpu0;
       return { us: cpuNs / 1e3 / l.answered, rps: l.answered / l.seconds, cores: cpuNs / 1e9 / l.seconds, late: l.late, p50: l.p50, p99: l.p99 };
     };
-    return { window, stop: () => { pool.close(); stop(); } };
+    // The peak resident memory of the server so far, all threads, in bytes.
+    const peakRss = () => {
+      try {
+        return Number(/VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+      } catch {
+        return NaN;
+      }
+    };
+    return { window, peakRss, stop: () => { pool.close(); stop(); } };
   } catch (err) {
     stop();
     throw err;
@@ -221,7 +248,8 @@ function summaryTable(results, o) {
   }
   const lines = [`| server CPU per request | ${cols.map((c) => c.title).join(' | ')} |`, `| --- |${cols.map(() => ' --- |').join('')}`];
   for (const v of o.variants) lines.push(`| ${NAMES[v] || v} | ${cols.map((c) => `${f1(c.s.perVariant[v].us)} µs`).join(' | ')} |`);
-  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
+  const want = [['labels', 'plain'], ['labels', 'baseline'], ['labels', 'floor-switch'], ['frame', 'baseline'], ['frame', 'labels'],
+    ['labels-tc', 'labels'], ['floor-switch', 'baseline'], ['baseline', 'plain']];
   for (const [a, b] of want) {
     const cells = cols.map((c) => {
       const p = c.s.pairs.find((x) => x.a === a && x.b === b);
@@ -235,6 +263,9 @@ function summaryTable(results, o) {
 
 function report(results, o) {
   const lines = ['', summaryTable(results, o)];
+  const mb = (b) => (Number.isFinite(b) ? `${(b / 1048576).toFixed(1)} MB` : 'n/a');
+  lines.push('', `| peak RSS of the server over the run (VmHWM) | ${o.variants.map((v) => NAMES[v] || v).join(' | ')} |`, `| --- |${o.variants.map(() => ' --- |').join('')}`);
+  for (const r of results) lines.push(`| Node ${r.version} | ${o.variants.map((v) => mb(r.peakRss?.[v])).join(' | ')} |`);
   for (const r of results) {
     if (r.rounds.length === 0) continue;
     for (const load of ['rate', 'saturated']) {
@@ -254,13 +285,14 @@ function report(results, o) {
   return lines.join('\n');
 }
 
-// The total instructions of one server of `variant` on `node` that answers
-// `n` requests, under cachegrind.
-async function countInstructions(node, variant, n) {
+// The total instructions of one server of `variant` on `node`, with the
+// package at `root`, that answers `n` requests, under cachegrind.
+async function countInstructions(node, variant, n, root) {
   const os = require('node:os');
   const out = path.join(os.tmpdir(), `customlabels-cost-${process.pid}-${variant}-${n}-${Date.now()}.cg`);
   const proc = spawn('valgrind', ['--tool=cachegrind', '--cache-sim=no', `--cachegrind-out-file=${out}`,
-    node, path.join(__dirname, 'http-server.js'), variant], { stdio: ['pipe', 'pipe', 'pipe'] });
+    node, path.join(__dirname, 'http-server.js'), variant],
+  { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, CUSTOMLABELS_ROOT: root } });
   const exited = new Promise((resolve) => proc.once('exit', resolve));
   try {
     const { ports } = await firstJsonLine(proc);
@@ -283,6 +315,12 @@ async function countInstructions(node, variant, n) {
         }
       });
     })));
+  } catch (err) {
+    proc.stdin.end();
+    proc.kill();
+    await exited;
+    fs.rmSync(out, { force: true });
+    throw err;
   } finally {
     proc.stdin.end();
   }
@@ -293,41 +331,76 @@ async function countInstructions(node, variant, n) {
   return Number(m[1]);
 }
 
+// The variants that load the package, which --baseline counts twice.
+const PACKAGE_VARIANTS = new Set(['labels', 'frame', 'labels-tc']);
+
 async function instructions(o) {
+  const { spawnSync } = require('node:child_process');
+  if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) throw new Error('valgrind is not installed (Debian: apt-get install valgrind)');
   const [n1, n2] = o.requests;
-  console.log(`customlabels cost in instructions per request: ${new Date().toISOString()}; (median of ${o.reps} totals for ${n2} - for ${n1}) / ${n2 - n1}, cachegrind --cache-sim=no`);
-  for (const spec of o.nodes) {
-    const node = resolveNode(spec);
-    const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
-    const per = {};
-    for (const v of o.variants) {
-      const totals = { [n1]: [], [n2]: [] };
-      // The two counts alternate, so that a change in the machine meets both.
-      for (let r = 0; r < o.reps; r++) for (const n of [n1, n2]) totals[n].push(await countInstructions(node, v, n));
-      per[v] = (median(totals[n2]) - median(totals[n1])) / (n2 - n1);
-      const spread = (t) => `${(Math.min(...t) / 1e6).toFixed(1)}-${(Math.max(...t) / 1e6).toFixed(1)}M`;
-      const over = per.baseline !== undefined && v !== 'baseline' ? `  ${per[v] - per.baseline >= 0 ? '+' : ''}${(per[v] - per.baseline).toFixed(0)} over baseline` : '';
-      console.log(`${version} ${v.padEnd(12)} ${per[v].toFixed(0).padStart(7)} instructions/request${over}  (totals ${n1}: ${spread(totals[n1])}, ${n2}: ${spread(totals[n2])})`);
+  const os = require('node:os');
+  const tmp = o.baseline ? fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-cost-')) : null;
+  try {
+    const packages = [{ name: 'this checkout', root: ROOT }];
+    let base = '';
+    if (o.baseline) {
+      const hash = baselinePackage(o.baseline, tmp);
+      packages.unshift({ name: `${o.baseline}`, root: tmp });
+      base = `; baseline: ${o.baseline} = ${hash.slice(0, 12)}`;
     }
+    console.log(`customlabels cost in instructions per request: ${new Date().toISOString()}; this checkout: ${checkoutCommit()}${base}; ` +
+      `(median of ${o.reps} totals for ${n2} - for ${n1}) / ${n2 - n1}, cachegrind --cache-sim=no`);
+    for (const spec of o.nodes) {
+      const node = resolveNode(spec);
+      const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
+      const per = {};
+      for (const v of o.variants) {
+        for (const pkg of (PACKAGE_VARIANTS.has(v) ? packages : [packages[packages.length - 1]])) {
+          const totals = { [n1]: [], [n2]: [] };
+          try {
+            // The two counts alternate, so that a change in the machine meets both.
+            for (let r = 0; r < o.reps; r++) for (const n of [n1, n2]) totals[n].push(await countInstructions(node, v, n, pkg.root));
+          } catch (err) {
+            // frame on a Node without AsyncContextFrame: http-server.js says so.
+            const why = /frame: the package publishes with \S+ on \S+/.exec(err.message);
+            if (!why) throw err;
+            console.log(`${version} ${v.padEnd(12)} skipped: ${why[0]}`);
+            break;
+          }
+          const key = PACKAGE_VARIANTS.has(v) && pkg.root !== ROOT ? `${v}@base` : v;
+          per[key] = (median(totals[n2]) - median(totals[n1])) / (n2 - n1);
+          const spread = (t) => `${(Math.min(...t) / 1e6).toFixed(1)}-${(Math.max(...t) / 1e6).toFixed(1)}M`;
+          const sign = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(0)}`;
+          const notes = [];
+          if (per.baseline !== undefined && v !== 'baseline') notes.push(`${sign(per[key] - per.baseline)} over baseline`);
+          if (key === v && per[`${v}@base`] !== undefined) notes.push(`${sign(per[v] - per[`${v}@base`])} over ${o.baseline}`);
+          const who = PACKAGE_VARIANTS.has(v) && packages.length > 1 ? ` [${pkg.name}]` : '';
+          console.log(`${version} ${(v + who).padEnd(12)} ${per[key].toFixed(0).padStart(7)} instructions/request${notes.length ? `  ${notes.join(', ')}` : ''}  (totals ${n1}: ${spread(totals[n1])}, ${n2}: ${spread(totals[n2])})`);
+        }
+      }
+    }
+  } finally {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 
 async function main() {
-  // --instructions takes no value.
-  const argv = process.argv.slice(2);
-  const flag = argv.indexOf('--instructions');
-  if (flag >= 0) argv.splice(flag, 1);
-  const o = parseOptions(argv, __filename,
-    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null,
-      instructions: flag >= 0, requests: [4000, 16000], reps: 3 },
+  const o = parseOptions(process.argv.slice(2), __filename,
+    { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, threads: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null,
+      instructions: false, requests: [4000, 16000], reps: 3, baseline: null },
     {
+      '--instructions': (x) => { x.instructions = true; },
       '--requests': (x, v) => { x.requests = v.split(',').map(Number); },
       '--reps': (x, v) => { x.reps = Number(v); },
+      '--baseline': (x, v) => { x.baseline = v; },
       '--node': (x, v) => x.nodes.push(v), '--rounds': (x, v) => { x.rounds = Number(v); },
       '--duration': (x, v) => { x.duration = Number(v); }, '--warmup': (x, v) => { x.warmup = Number(v); },
       '--fraction': (x, v) => { x.fraction = Number(v); }, '--rate': (x, v) => { x.rate = Number(v); },
+      '--threads': (x, v) => { x.threads = Number(v); },
       '--variants': (x, v) => { x.variants = v.split(','); }, '--json': (x, v) => { x.json = path.resolve(v); },
     });
+  if (o.baseline && !o.instructions) throw new Error('--baseline goes with --instructions');
+  if (o.requests.length !== 2 || !(o.requests[1] > o.requests[0])) throw new Error('--requests takes N1,N2 with N2 > N1');
   if (o.nodes.length === 0) o.nodes = [process.execPath];
   if (o.instructions) return instructions(o);
   const started = new Date();
@@ -367,7 +440,13 @@ async function main() {
   try {
     await alternate(o.rounds, results.map((r, i) => i), measureRound, { afterRound: save });
   } finally {
-    for (const r of results) for (const v of o.variants) r.servers[v].stop();
+    for (const r of results) {
+      r.peakRss = {};
+      for (const v of o.variants) {
+        r.peakRss[v] = r.servers[v].peakRss();
+        r.servers[v].stop();
+      }
+    }
   }
   console.log(`customlabels cost: ${started.toISOString()} to ${new Date().toISOString()}; ${require('node:os').cpus().length} CPUs (${require('node:os').cpus()[0].model})`);
   console.log(report(results, o));

@@ -1,9 +1,11 @@
 'use strict';
-// The floors: AsyncLocalStorage plus the hooks customlabels uses on this
+// bench/floors.js, a module of the benchmarks (not a script).  The floors:
+// AsyncLocalStorage plus the hooks customlabels uses on this
 // Node, doing only what any publisher of labels at async hops must do, so a
 // benchmark can show what the mechanism alone costs next to what
 // customlabels costs.  `floor-read` is run.js's reading floor;
 // `floor-switch` is cost.js's "least hooks" (through http-server.js).
+if (require.main === module) require('./cli').printUsage(__filename);
 
 const { createHook } = require('node:async_hooks');
 const { usesAsyncContextFrame, canSkipPromises } = require('../lib/internals').platform;
@@ -12,8 +14,8 @@ const v8 = require('node:v8');
 function noop() {}
 let sink; // keeps the reads of floor-read
 
-// Attaches `before` and `after` as lib/context/hooks.js attaches its hooks on this
-// Node, and returns a description ending in `what`.
+// Attaches `before` and `after` as the package's hooks mode attaches its
+// hooks on this Node, and returns a description ending in `what`.
 function attach(before, after, what) {
   if (usesAsyncContextFrame() && canSkipPromises()) {
     createHook({ before, after, trackPromises: false }).enable();

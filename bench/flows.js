@@ -22,6 +22,8 @@
 //
 // Usage: node bench/flows.js [--rounds 12] [--batches 4000] [--labels 1] [--nested] [--clock cpu|wall]
 //                            [--variants als,hooks,frame]
+//        node bench/flows.js --help   this text; runs nothing
+if (require.main === module) require('./cli').helpOrNothing(process.argv.slice(2), __filename);
 
 const { spawnSync } = require('node:child_process');
 const { alternate, median, paired } = require('./rounds');

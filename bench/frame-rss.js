@@ -6,9 +6,11 @@
 // and the ArrayBuffer memory (the arena chunks) every few seconds.
 //
 // Usage: node bench/frame-rss.js [seconds] [short]   (short: no long-lived flows)
-
+//        node bench/frame-rss.js --help                this text; runs nothing
 // FRAME_VARIANT=als: the same flows with AsyncLocalStorage alone, for the
 // baseline RSS; FRAME_VARIANT=hooks: the package in hooks mode.
+require('./cli').helpOrNothing(process.argv.slice(2), __filename);
+
 process.env.CUSTOMLABELS_PUBLISH ??= process.env.FRAME_VARIANT === 'hooks' ? 'hooks' : 'frame';
 const frame = process.env.FRAME_VARIANT === 'als' ? plain() : labelled();
 

@@ -1,5 +1,5 @@
 'use strict';
-// The server side of the HTTP benchmarks: `node bench/http-server.js VARIANT
+// The server of bench/cost.js, the HTTP harness: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
 // 3 labels), `labels-tc` (the same with enableThreadContext()), `frame`
 // (labels with CUSTOMLABELS_PUBLISH=frame), `baseline`
@@ -15,6 +15,7 @@
 // Prints one JSON line {"ports": [...]} when listening, and exits when its
 // stdin closes.  The handler: 3 labels from the request, then 3 awaits
 // (await null, setImmediate, a resolved promise), then a small body.
+if (require('node:worker_threads').isMainThread) require('./cli').helpOrNothing(process.argv.slice(2), __filename);
 
 const path = require('node:path');
 const http = require('node:http');

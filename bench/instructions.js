@@ -1,6 +1,9 @@
 'use strict';
-// Instructions per hop and per HTTP request, this checkout against a
-// baseline commit, counted by valgrind (cachegrind, --cache-sim=no):
+// Instructions per hop (await, setImmediate, nextTick, timers, a switch
+// of the published set, withLabels, runInAsyncScope), this checkout
+// against a baseline commit, counted by valgrind (cachegrind,
+// --cache-sim=no).  Per HTTP request: bench/cost.js --instructions
+// [--baseline REF].
 //
 //   node bench/instructions.js [--node 24] [--node 26 ...] [--baseline REF]
 //        [--cases a,b,...] [--reps 3] [--mode hooks|frame]
@@ -17,9 +20,10 @@
 // --baseline  a git commit or ref (default HEAD~1); printed with its hash
 // --node      a major version (.cache/node/<major>) or a path (default: this Node)
 // --cases     of: setImmediate, nextTick, await, timers, switch, withLabels,
-//             runInAsyncScope, http (default: all)
+//             runInAsyncScope (default: all)
 // --reps      runs per count (default 3)
 // --mode      CUSTOMLABELS_PUBLISH for the package (default hooks)
+// --help      this text; runs nothing
 //
 // The cases (each under labels made with withLabels; N1 and N2 below):
 //   setImmediate     a chain of setImmediate callbacks in one labeled flow
@@ -30,10 +34,6 @@
 //                    hop changes the published set
 //   withLabels       withLabels(the same labels, a function) called in a loop
 //   runInAsyncScope  an AsyncResource made under other labels, run in a loop
-//   http             sequential keep-alive GETs to a server in the same
-//                    process whose handler labels the request with a route,
-//                    a user and a unique trace, then awaits three times (as
-//                    bench/http-server.js): client and server per request
 //
 // Needs valgrind (Debian: apt-get install valgrind) and git.
 
@@ -41,9 +41,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawnSync } = require('node:child_process');
-const { resolveNode, parseOptions } = require('./cli');
-
-const ROOT = path.join(__dirname, '..');
+const { resolveNode, parseOptions, baselinePackage, checkoutCommit, ROOT } = require('./cli');
 
 // N1 and N2 per case: N2 - N1 iterations make the difference.
 // N1 is past V8's tiering up of the code the case runs.
@@ -55,7 +53,6 @@ const COUNTS = {
   switch: [20000, 70000],
   withLabels: [20000, 70000],
   runInAsyncScope: [20000, 70000],
-  http: [300, 1300],
 };
 
 // ---------------------------------------------------------------------------
@@ -92,50 +89,12 @@ async function child(name, n) {
       const fn = () => 1;
       for (let i = 0; i < n; i++) r.runInAsyncScope(fn);
     }),
-    http: async () => {
-      const http = require('node:http');
-      const next = require('./workload').requests();
-      const immediate = () => new Promise((resolve) => setImmediate(resolve));
-      const resolved = Promise.resolve(1);
-      const body = Buffer.from('{"ok":true}\n');
-      const server = http.createServer((req, res) => withLabels(next(), async () => {
-        await null;
-        await immediate();
-        await resolved;
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
-        res.end(body);
-      }));
-      server.keepAliveTimeout = 60000;
-      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-      const url = `http://127.0.0.1:${server.address().port}/`;
-      for (let i = 0; i < n; i++) {
-        await new Promise((resolve, reject) => http.get(url, { agent }, (res) => {
-          res.resume();
-          res.on('end', resolve);
-        }).on('error', reject));
-      }
-      agent.destroy();
-      server.close();
-    },
   };
   await cases[name]();
 }
 
 // ---------------------------------------------------------------------------
 // The parent.
-
-// REF's lib/ and package.json in a directory of their own, with this
-// checkout's build/, prebuilds/ and node_modules/ beside them.
-function baselinePackage(ref, dir) {
-  const hash = execFileSync('git', ['rev-parse', ref], { cwd: ROOT, encoding: 'utf8' }).trim();
-  const tar = execFileSync('git', ['archive', hash, 'lib', 'package.json'], { cwd: ROOT });
-  execFileSync('tar', ['-x', '-C', dir], { input: tar });
-  for (const link of ['build', 'prebuilds', 'node_modules']) {
-    if (fs.existsSync(path.join(ROOT, link))) fs.symlinkSync(path.join(ROOT, link), path.join(dir, link));
-  }
-  return hash;
-}
 
 // V8 compiles and collects garbage on the main thread: the same run then
 // counts the same instructions within a fraction of a percent, where
@@ -170,7 +129,10 @@ function main() {
     '--reps': (x, v) => { x.reps = Number(v); },
     '--mode': (x, v) => { x.mode = v; },
   });
-  for (const c of o.cases) if (!COUNTS[c]) throw new Error(`unknown case ${c} (see --help)`);
+  for (const c of o.cases) {
+    if (c === 'http') throw new Error('per HTTP request: node bench/cost.js --instructions [--baseline REF]');
+    if (!COUNTS[c]) throw new Error(`unknown case ${c} (see --help)`);
+  }
   if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) throw new Error('valgrind is not installed (Debian: apt-get install valgrind)');
   if (o.nodes.length === 0) o.nodes.push(process.execPath);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-instructions-'));
@@ -178,9 +140,7 @@ function main() {
     const base = path.join(tmp, 'baseline');
     fs.mkdirSync(base);
     const hash = baselinePackage(o.baseline, base);
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', 'lib'], { cwd: ROOT, encoding: 'utf8' }).trim() ? ' with changes in lib/' : '';
-    console.log(`baseline: ${o.baseline} = ${hash.slice(0, 12)}; this checkout: ${head}${dirty}; mode ${o.mode}; median of ${o.reps}; instructions per iteration = (I refs at N2 - I refs at N1) / (N2 - N1)`);
+    console.log(`baseline: ${o.baseline} = ${hash.slice(0, 12)}; this checkout: ${checkoutCommit()}; mode ${o.mode}; median of ${o.reps}; instructions per iteration = (I refs at N2 - I refs at N1) / (N2 - N1)`);
     for (const spec of o.nodes) {
       const node = resolveNode(spec);
       const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();

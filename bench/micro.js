@@ -1,5 +1,5 @@
 'use strict';
-// One timed micro-benchmark in a fresh process: `node bench/micro.js CASE
+// bench/run.js's child, one timed micro-benchmark in a fresh process: `node bench/micro.js CASE
 // VARIANT [batchMs] [batches]`.  Prints one JSON line:
 //   { case, variant, unit, value, clock, wall, wallBatches: [...], node, mechanism }
 // where `value` is the time per operation over all measured batches, in
@@ -16,6 +16,7 @@
 //   floor-read baseline + the hooks customlabels uses on this Node
 //              (bench/floors.js), `before` reading the store: the least any
 //              publisher of labels at async hops pays
+if (require.main === module) require('./cli').helpOrNothing(process.argv.slice(2), __filename);
 
 const path = require('node:path');
 const { AsyncLocalStorage } = require('node:async_hooks');

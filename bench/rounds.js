@@ -1,5 +1,6 @@
 'use strict';
-// Rounds of alternating measurements, and what they give when paired: the
+// bench/rounds.js, a module of the benchmarks (not a script).  Rounds of
+// alternating measurements, and what they give when paired: the
 // harness every benchmark here that compares variants runs on.
 //
 // The machine is shared, so a figure taken at one time says little about
@@ -10,6 +11,7 @@
 // variant's median over the rounds, and for a comparison the median of the
 // differences within rounds, with a sign test that says whether it can be
 // told from zero.
+if (require.main === module) require('./cli').printUsage(__filename);
 
 // The order of `variants` in round `round`: reversed every other round
 // ('flip'), or rotated by one more each round ('rotate', for more than two

@@ -1,10 +1,12 @@
 'use strict';
-// The labels a service puts on each request, for the benchmarks: a route
+// bench/workload.js, a module of the benchmarks (not a script).  The labels
+// a service puts on each request, for the benchmarks: a route
 // pattern from 20, a user from 1000, and a trace id unique to the request
 // (32 lowercase hex characters, as W3C trace context carries it).  The
 // strings are made up front, as a service would have read them from a
 // header before labeling.  65536 trace ids, so no two calls within 65536
 // share one.
+if (require.main === module) require('./cli').printUsage(__filename);
 
 const ROUTES = Array.from({ length: 20 }, (_, i) => `/api/v1/resource${i}/:id`);
 const USERS = Array.from({ length: 1000 }, (_, i) => `user-${100000 + i * 7}`);
