@@ -30,10 +30,6 @@ const storage = new AsyncLocalStorage();
 // because no set was ever installed.
 let installed;
 
-// The frame whose set is known to be the one in the slot, or null: see
-// "Following AsyncContextFrame's own exchanges" below.
-let followed = null;
-
 // What `before` replaced, so that `after` can put it back.  Callbacks nest
 // strictly, so a stack is enough.
 const saved = [];
@@ -51,7 +47,6 @@ const publish = parcaSlot === null
   : (word) => { parcaSlot[0] = word; slot[0] = word; };
 
 function install(set) {
-  followed = null;
   // Once any thread enabled the thread context, this one publishes records
   // too (recordsOn() turns them on here the first time it sees that: every
   // set is written again, record and all).
@@ -75,20 +70,9 @@ function install(set) {
 }
 
 function before() {
+  const set = frameNow === null ? storage.getStore() : setOf(frameNow());
   saved[depth++] = installed;
-  if (frameNow === null) {
-    const set = storage.getStore();
-    if (set !== installed) install(set);
-    return;
-  }
-  // The frame a wrapper below has just published (a timer's, an
-  // immediate's or a tick's: Node exchanges it before it emits before)
-  // needs nothing more; a frame Node's C++ has entered is looked up.
-  const frame = frameNow();
-  if (frame === followed) return;
-  const set = setOf(frame);
   if (set !== installed) install(set);
-  followed = frame;
 }
 
 function after() {
@@ -125,15 +109,6 @@ function after() {
 // never disabled), so the sets of the last two frames seen are kept with
 // them: a callback's frame and the one it returns to, so that a hop that
 // goes there and back costs comparisons and no lookup.
-//
-// What a wrapper adds to each exchange is kept to one comparison inline:
-// Node's loops of immediates, timers and ticks call set and exchange once
-// per callback, V8 inlines the wrappers into those loops, and anything
-// bigger there takes V8's inlining budget from Node's own helpers of the
-// same loop (pushAsyncContext and popAsyncContext, then called out of
-// line, cost more than following the frame does).  `followed` is the frame
-// whose set is known to be the published one: an exchange to it has
-// nothing to publish.  Whatever publishes otherwise (install) forgets it.
 let frame0 = null;
 let set0;
 let frame1 = null;
@@ -164,15 +139,13 @@ function follow(frame) {
   if (entering) return;
   const set = setOf(frame);
   if (set !== installed) install(set);
-  followed = frame;
 }
 
 // Every thread has its own Node environment and its own frame class, so
 // wrapping it follows this thread.  A second realm of this thread that
 // loads the package (a vm context with a module registry of its own) finds
 // the wrappers there, under a key of the isolate's symbol registry, and
-// adds its follower to them rather than wrapping them again; the first
-// one added replaces the wrappers with ones that call every follower.
+// adds its follower to them rather than wrapping them again.
 const FOLLOWERS = Symbol.for('customlabels.frameFollowers');
 
 function followFrames(cls) {
@@ -180,42 +153,25 @@ function followFrames(cls) {
     cls[FOLLOWERS].push(follow);
     return;
   }
-  // Node's own current and set (Node 22 to 26) use no `this`: they are
-  // called as plain functions.  exchange is the current frame, then set:
-  // the wrapper does just that with the originals, so that the frame is
-  // followed once (Node 22 and 24's exchange calls this.set, which would be
-  // the wrapper).
+  // This realm's follower is called directly (so that V8 can inline it),
+  // any other realm's from the list.
+  const more = [];
   const { current, set } = cls;
   frameNow = current;
-  const more = [];
-  Object.defineProperty(cls, FOLLOWERS, {
-    value: {
-      push(follower) {
-        more.push(follower);
-        if (more.length !== 1) return;
-        cls.set = function set_(frame) {
-          set(frame);
-          if (frame !== followed) follow(frame);
-          for (let i = 0; i < more.length; i++) more[i](frame);
-        };
-        cls.exchange = function exchange_(frame) {
-          const prior = current();
-          set(frame);
-          if (frame !== followed) follow(frame);
-          for (let i = 0; i < more.length; i++) more[i](frame);
-          return prior;
-        };
-      },
-    },
-  });
+  Object.defineProperty(cls, FOLLOWERS, { value: more });
   cls.set = function set_(frame) {
-    set(frame);
-    if (frame !== followed) follow(frame);
+    set.call(this, frame);
+    follow(frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
   };
+  // exchange is the current frame, then set (Node 22 to 26): the wrapper
+  // does just that with the originals, so that the frame is followed once
+  // (Node 22 and 24's exchange calls this.set, which would be the wrapper).
   cls.exchange = function exchange_(frame) {
-    const prior = current();
-    set(frame);
-    if (frame !== followed) follow(frame);
+    const prior = current.call(this);
+    set.call(this, frame);
+    follow(frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
     return prior;
   };
 }
