@@ -21,7 +21,8 @@
 // --node      a major version (.cache/node/<major>) or a path (default: this Node)
 // --cases     of: setImmediate, nextTick, await, timers, switch, withLabels,
 //             runInAsyncScope (default: all)
-// --reps      runs per count (default 3)
+// --reps      runs per count, each with its own V8 hash and random seed
+//             (1, 2, ...; default 3)
 // --mode      CUSTOMLABELS_PUBLISH for the package (default hooks)
 // --help      this text; runs nothing
 //
@@ -102,10 +103,15 @@ async function child(name, n) {
 // percent.
 const NODE_FLAGS = ['--single-threaded'];
 
-// Total instructions of one run.
-function count(node, root, mode, name, n, out) {
+// Total instructions of one run.  `seed` fixes V8's hash and random seeds:
+// with them, the same package and case count the same instructions in every
+// run, where with random seeds runs of the same code differed by up to
+// about 10 % (nextTick, Node 24).  Each repetition uses its own seed, the
+// same for the baseline and this checkout, so the median is over seeds.
+function count(node, root, mode, name, n, out, seed) {
   const r = spawnSync('valgrind', ['--tool=cachegrind', '--cache-sim=no', '--smc-check=all-non-file',
-    `--cachegrind-out-file=${out}`, node, ...NODE_FLAGS, __filename, '--child', name, String(n)],
+    `--cachegrind-out-file=${out}`, node, ...NODE_FLAGS, `--hash-seed=${seed}`, `--random-seed=${seed}`,
+    __filename, '--child', name, String(n)],
   { encoding: 'utf8', env: { ...process.env, CUSTOMLABELS_ROOT: root, CUSTOMLABELS_PUBLISH: mode }, maxBuffer: 1 << 26 });
   const m = /I\s+refs:\s+([\d,]+)/.exec(r.stderr);
   if (r.status !== 0 || !m) throw new Error(`valgrind ${name} ${n} failed (${r.status}): ${r.stderr.slice(-2000)}`);
@@ -116,7 +122,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function perIteration(node, root, mode, name, reps, tmp) {
   const [n1, n2] = COUNTS[name];
-  const at = (n) => median(Array.from({ length: reps }, () => count(node, root, mode, name, n, path.join(tmp, 'cg.out'))));
+  const at = (n) => median(Array.from({ length: reps }, (_, i) => count(node, root, mode, name, n, path.join(tmp, 'cg.out'), i + 1)));
   return (at(n2) - at(n1)) / (n2 - n1);
 }
 
