@@ -50,7 +50,7 @@ function chooseMode(addon) {
     return 'hooks';
   }
   if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
-  const frame = require('./context/frame');
+  const frame = require('./frame/follow');
   const { v8, reason } = addon.loadCompanion();
   const why = frame.unavailable(v8, reason);
   if (why !== null) {
@@ -72,8 +72,8 @@ function create() {
   const mode = chooseMode(addon);
   // Where the runtime lacks the hooks (lib/addon.js said so), labels follow
   // the work in JavaScript alone.
-  const context = mode === 'frame' ? require('./context/frame')
-    : addon.hooksMissing ? require('./context/none') : require('./context/hooks');
+  const context = mode === 'frame' ? require('./frame/follow')
+    : addon.hooksMissing ? require('./hooks/none') : require('./hooks/follow');
   const { enableThreadContext, useFrameLayout } = require('./threadcontext');
   if (mode === 'frame') useFrameLayout(context.otelLayout());
 

@@ -30,25 +30,25 @@ module.exports = {
   // The arena's state (bytes, words, base, cursor, keyEnd, chunksTaken...),
   // which a test may read, and, in a child process of its own, change.
   get arena() {
-    return require('./arena').arena;
+    return require('./hooks/arena').arena;
   },
   // The address of an arena offset, as a number.
   get addressOf() {
-    return require('./arena').addressOf;
+    return require('./hooks/arena').addressOf;
   },
   // { arenaBytes, chunks, chunkBytes, keyBytes, chunksTaken, chunk, used }.
   get arenaStats() {
-    return require('./arena').stats;
+    return require('./hooks/arena').stats;
   },
   // The mechanism lib/index.js follows the context with: state() gives
   // { mechanism, installed (the published LabelSet), depth } (frame mode:
   // mechanism 'AsyncContextFrame', and its current chunk).
   get context() {
-    return require('./index').publishMode === 'frame' ? require('./context/frame') : require('./context/hooks');
+    return require('./index').publishMode === 'frame' ? require('./frame/follow') : require('./hooks/follow');
   },
   // The WebAssembly set writer: available, reason, write.
   get setwriter() {
-    return require('./setwriter');
+    return require('./hooks/setwriter');
   },
   // derive(parent, labels, who) and EMPTY: making sets without running
   // anything in them.

@@ -6,8 +6,8 @@
 // writes them and never throws).
 
 const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
-const { encodeAscii, encodeAny } = require('./abi');
-const { NO_BYTES, addressOf } = require('./arena');
+const { encodeAscii, encodeAny } = require('./hooks/encode');
+const { NO_BYTES, addressOf } = require('./hooks/arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
 

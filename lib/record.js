@@ -29,7 +29,7 @@
 
 const { binding, otelEnabled } = require('./addon');
 const { LIMITS, quote } = require('./checks');
-const { invalidate } = require('./arena');
+const { invalidate } = require('./hooks/arena');
 
 const HEADER = binding ? binding.layout.otelRecordHeader : 0;
 const ID_BYTES = 24; // trace-id and span-id

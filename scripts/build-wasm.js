@@ -11,7 +11,7 @@ const path = require('node:path');
 
 const ROOT = path.join(__dirname, '..');
 const SOURCE = path.join(ROOT, 'src', 'setwriter.wat');
-const TARGET = path.join(ROOT, 'lib', 'setwriter.wasm');
+const TARGET = path.join(ROOT, 'lib', 'hooks', 'setwriter.wasm');
 
 async function build() {
   const wabt = await require('wabt')();

@@ -23,8 +23,8 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { binding } = require('./addon');
-const { LIMITS, quote } = require('./checks');
+const { binding } = require('../addon');
+const { LIMITS, quote } = require('../checks');
 
 // The compiled module, or null with the reason this thread does without it.
 function compile() {

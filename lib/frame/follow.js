@@ -27,7 +27,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 const { EMPTY, useWriter } = require('../labelset');
 const { recordsOn } = require('../record');
-const sets = require('./frame-sets');
+const sets = require('./sets');
 
 // What frame mode calls on the companion (here and in frame-sets.js).
 const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live'];

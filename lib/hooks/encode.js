@@ -25,10 +25,10 @@
 // runs (lib/setwriter.js) and every key is in the key area, else into the
 // addon.
 
-const { binding, LAYOUT } = require('./addon');
-const { LIMITS, utf8Length } = require('./checks');
+const { binding, LAYOUT } = require('../addon');
+const { LIMITS, utf8Length } = require('../checks');
 const { arena, roomFor, takeKeyBytes, NO_BYTES, NOT_WRITTEN } = require('./arena');
-const { recordsOn, recordBytes, writeRecord, byPosition } = require('./record');
+const { recordsOn, recordBytes, writeRecord, byPosition } = require('../record');
 const setwriter = require('./setwriter');
 
 // The layout, which lib/addon.js checked against the addon's.

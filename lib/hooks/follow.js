@@ -21,8 +21,8 @@ const { usesAsyncContextFrame, canSkipPromises, contextFrameClass } = require('.
 const { slot, parcaSlot, otelSlot } = require('../addon');
 const { recordsOn } = require('../record');
 const { EMPTY } = require('../labelset');
-const { setPinned } = require('../arena');
-const { encode } = require('../abi');
+const { setPinned } = require('./arena');
+const { encode } = require('./encode');
 
 const storage = new AsyncLocalStorage();
 

@@ -28,7 +28,7 @@
 // next one is taken.  At most one chunk is pinned: a thread publishes one
 // set at a time.
 
-const { binding } = require('./addon');
+const { binding } = require('../addon');
 const setwriter = require('./setwriter');
 
 const layout = binding ? binding.layout : null;
