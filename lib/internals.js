@@ -40,9 +40,10 @@ module.exports = {
   get arenaStats() {
     return require('./hooks/arena').stats;
   },
-  // The mechanism lib/index.js follows the context with: state() gives
-  // { mechanism, installed (the published LabelSet), depth } (frame mode:
-  // mechanism 'AsyncContextFrame', and its current chunk).
+  // The mode's follow.js, which lib/index.js follows the context with:
+  // state() gives { mechanism, installed (the published LabelSet), depth }
+  // (frame mode: mechanism 'AsyncContextFrame', and its current chunk);
+  // entered() the current set or undefined; EMPTY.
   get context() {
     return require('./index').publishMode === 'frame' ? require('./frame/follow') : require('./hooks/follow');
   },
@@ -50,14 +51,19 @@ module.exports = {
   get setwriter() {
     return require('./hooks/setwriter');
   },
-  // derive(parent, labels, who) and EMPTY: making sets without running
-  // anything in them.
   // Frame mode's companion for this thread: { v8, file, reason }.
   get companion() {
     return require('./addon').loadCompanion();
   },
+  // derive(parent, labels, who): making sets without running anything in
+  // them (the mode's EMPTY is context.EMPTY).
   get labelset() {
     return require('./labelset');
+  },
+  // Hooks mode's set encoder: which writer writes an ASCII set (WRITER:
+  // 'js', 'wasm' or 'addon').
+  get encoder() {
+    return require('./hooks/encode');
   },
   // The probes of this Node's async-context machinery (no addon loaded):
   // usesAsyncContextFrame(), canSkipPromises().

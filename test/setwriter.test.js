@@ -273,7 +273,7 @@ describe('the WebAssembly set writer', () => {
     // 32-bit halves.  Pretend the arena starts 4 KiB below a boundary: a set
     // made (never published) past that point must have the next upper half.
     const out = child(`
-      const { labelset: { derive, EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
+      const { labelset: { derive }, context: { EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
       derive(EMPTY, { first: 'set' }, 'test'); // the arena is made
       arena.base = 0x7f00fffff000n;
       arena.cursor = Math.max(arena.cursor, 0x2000);

@@ -6,11 +6,11 @@
 // measured cheaper than the addon's call; on V8 12 (Node 22), which has the
 // builtins too, it measured dearer, so there it is not used (bench/README.md
 // at commit 54ee2cd has the figures).  The module's memory is then the
-// thread's arena: it is made when the arena is first needed (lib/arena.js),
+// thread's arena: it is made when the arena is first needed (lib/hooks/arena.js),
 // and the addon adopts it (src/addon.c adoptArena), holding it until the
 // thread's environment is torn down.  Elsewhere (Node 20, or a Node without
 // WebAssembly) the addon maps the arena and writes the sets, as it always
-// does for a set with a key outside the key area (lib/abi.js).
+// does for a set with a key outside the key area (lib/hooks/encode.js).
 //
 // The module repeats the arena's layout and the label limits as constants
 // (src/setwriter.wat); they are checked against the addon's layout and
@@ -18,8 +18,9 @@
 // not used.
 //
 // CUSTOMLABELS_WRITER, read once at load, overrides the choice, for
-// comparing the two writers (tests, benchmarks): `addon` keeps to the
-// addon's, `wasm` takes this one wherever V8 has the builtins.
+// comparing the writers (tests, bench/writers.js): `addon` keeps to the
+// addon's, `js` to lib/setbytes.js's (lib/hooks/encode.js), `wasm` takes
+// this one wherever V8 has the builtins.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -30,11 +31,11 @@ const { LIMITS, quote } = require('../checks');
 function compile() {
   if (binding === null) return { compiled: null, reason: 'there is no addon' };
   const chosen = process.env.CUSTOMLABELS_WRITER;
-  if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm') {
-    process.emitWarning(`CUSTOMLABELS_WRITER=${quote(chosen)} is neither "addon" nor "wasm"; ignored`,
+  if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm' && chosen !== 'js') {
+    process.emitWarning(`CUSTOMLABELS_WRITER=${quote(chosen)} is neither "addon", "wasm" nor "js"; ignored`,
       { code: 'CUSTOMLABELS_WRITER' });
   }
-  if (chosen === 'addon') return { compiled: null, reason: 'CUSTOMLABELS_WRITER=addon' };
+  if (chosen === 'addon' || chosen === 'js') return { compiled: null, reason: `CUSTOMLABELS_WRITER=${chosen}` };
   if (chosen !== 'wasm' && Number(process.versions.v8.split('.')[0]) < 13) {
     return { compiled: null, reason: 'the addon writes sets faster on V8 12 and earlier' };
   }
