@@ -127,7 +127,7 @@ describe('memory', () => {
   it('makes no native call on async hops, labeled or not', () => {
     // Count every call into the addon instance that lib/ uses, once the
     // labeled work has started (making its set is one call to the addon's
-    // writer, or none where WebAssembly writes sets: lib/setwriter.js).
+    // writer, or none where WebAssembly writes sets: lib/hooks/setwriter.js).
     const out = child(`
       // The addon's exports are read-only: lib/ gets a counting copy.
       const native = require(${JSON.stringify(root + '/lib/internals')}).addon;

@@ -133,7 +133,7 @@ describe('the packed tarball', function () {
     assert.equal(out.file, path.join(installed, 'prebuilds', `linux-${process.arch}`, 'customlabels.node'));
     assert.deepEqual(out.inside, [['route', '/checkout'], ['user', '42']]);
     assert.equal(out.after, null);
-    // lib/setwriter.wasm ships, and writes the sets where V8 is 13 or later.
+    // lib/hooks/setwriter.wasm ships, and writes the sets where V8 is 13 or later.
     if (process.env.CUSTOMLABELS_WRITER === undefined) {
       assert.equal(out.wasm, Number(process.versions.v8.split('.')[0]) >= 13, 'the WebAssembly set writer');
     }

@@ -1,5 +1,5 @@
 'use strict';
-// The WebAssembly set writer (lib/setwriter.js, src/setwriter.wat): when it
+// The WebAssembly set writer (lib/hooks/setwriter.js, src/setwriter.wat): when it
 // is used, that it publishes exactly the bytes the addon's writer does, and
 // that it writes nothing outside the block it is given.
 const assert = require('node:assert/strict');
@@ -111,7 +111,7 @@ describe('the WebAssembly set writer', () => {
     assert.equal(Buffer.from(wasm.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
   });
 
-  it('writes a set only inside the block it is given, and only what lib/abi.js would pass', function () {
+  it('writes a set only inside the block it is given, and only what lib/hooks/encode.js would pass', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
     if (setwriter.write === null) addonWrites(this);
     const write = (offset, end, ...labels) => {
@@ -165,7 +165,7 @@ describe('the WebAssembly set writer', () => {
   it('writes what the addon writes, byte for byte and refusal for refusal, over random sets', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
     if (setwriter.write === null) addonWrites(this);
-    // Random sets of the kind lib/abi.js passes (keys in the key area,
+    // Random sets of the kind lib/hooks/encode.js passes (keys in the key area,
     // values that are strings within the limits, mostly ASCII), in blocks
     // that fit, are too short or too long, each written by both writers
     // into the same block, from the same fill: the results and every byte
