@@ -30,8 +30,11 @@ const KEY = LAYOUT.labelKey >> 2;
 const VALUE = LAYOUT.labelValue >> 2;
 const LEN = LAYOUT.stringLen >> 2;
 const BUF = LAYOUT.stringBuf >> 2;
-const MAX_KEY = LIMITS.maxKeyBytes;
-const MAX_VALUE = LIMITS.maxValueBytes;
+// The limits in bytes, as limits in characters: a string within them in
+// characters is within them in bytes when it is ASCII, which the writers
+// find out as they copy it.
+const MAX_KEY_CHARS = LIMITS.maxKeyBytes;
+const MAX_VALUE_CHARS = LIMITS.maxValueBytes;
 
 // Where each label's value is (a byte offset in the memory written) and
 // its length, in the set being written.  Owner: the writer writing now
@@ -79,7 +82,7 @@ function putSet(words, at, storageLow, high, n) {
 function withinLimitsInChars(kv) {
   for (let i = 0; i < kv.length; i += 2) {
     const kl = kv[i].length;
-    if (kl === 0 || kl > MAX_KEY || kv[i + 1].length > MAX_VALUE) return false;
+    if (kl === 0 || kl > MAX_KEY_CHARS || kv[i + 1].length > MAX_VALUE_CHARS) return false;
   }
   return true;
 }
