@@ -25,28 +25,10 @@ function child(script, env) {
   }));
 }
 
-describe('the WebAssembly set writer', () => {
-  it('is the build of src/setwriter.wat', () => {
-    execFileSync(process.execPath, [path.join(root, 'scripts/build-wasm.js'), '--check'], { stdio: 'pipe' });
-  });
-
-  it('writes the sets on V8 13 and later, and the addon elsewhere', () => {
-    const chosen = process.env.CUSTOMLABELS_WRITER;
-    const expected = chosen === 'addon' ? false : chosen === 'wasm' ? hasBuiltins : v8Major >= 13;
-    assert.equal(setwriter.available, expected, `V8 ${process.versions.v8}: ${setwriter.reason}`);
-    assert.equal(setwriter.reason === null, expected);
-    withLabels({ writer: 'chosen' }, () => {});
-    assert.equal(setwriter.write !== null, expected, 'the instance exists once the arena does');
-  });
-
-  it('publishes the same bytes as the addon\'s writer, set for set', function () {
-    if (!hasBuiltins) addonWrites(this);
-    // Every shape of set, in both writers, each in its own process: the
-    // published set's bytes, its pointers made relative to the arena.  Sets
-    // whose values are not ASCII, or whose keys are not in the key area, are
-    // written by the general path in both; they are here to show that the
-    // two writers' sets sit side by side in the same arena.
-    const script = `
+// A child's script that publishes every shape of set and prints each
+// published set's bytes, its pointers made relative to the arena, and how
+// many sets the WebAssembly writer was given.
+const SAME_BYTES = `
       const { withLabels } = require(${JSON.stringify(root)});
       const { binding, arena, addressOf, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
       const tls = require(${JSON.stringify(root + '/test/helpers/tls')});
@@ -93,6 +75,29 @@ describe('the WebAssembly set writer', () => {
       }
       console.log(JSON.stringify({ out, wasm: setwriter.available, wasmWrites }));
     `;
+
+describe('the WebAssembly set writer', () => {
+  it('is the build of src/setwriter.wat', () => {
+    execFileSync(process.execPath, [path.join(root, 'scripts/build-wasm.js'), '--check'], { stdio: 'pipe' });
+  });
+
+  it('writes the sets on V8 13 and later, and the addon elsewhere', () => {
+    const chosen = process.env.CUSTOMLABELS_WRITER;
+    const expected = chosen === 'addon' ? false : chosen === 'wasm' ? hasBuiltins : v8Major >= 13;
+    assert.equal(setwriter.available, expected, `V8 ${process.versions.v8}: ${setwriter.reason}`);
+    assert.equal(setwriter.reason === null, expected);
+    withLabels({ writer: 'chosen' }, () => {});
+    assert.equal(setwriter.write !== null, expected, 'the instance exists once the arena does');
+  });
+
+  it('publishes the same bytes as the addon\'s writer, set for set', function () {
+    if (!hasBuiltins) addonWrites(this);
+    // Every shape of set, in both writers, each in its own process: the
+    // published set's bytes, its pointers made relative to the arena.  Sets
+    // whose values are not ASCII, or whose keys are not in the key area, are
+    // written by the general path in both; they are here to show that the
+    // two writers' sets sit side by side in the same arena.
+    const script = SAME_BYTES;
     const addon = child(script, { CUSTOMLABELS_WRITER: 'addon' });
     const wasm = child(script, { CUSTOMLABELS_WRITER: 'wasm' });
     assert.equal(addon.wasm, false);
@@ -109,6 +114,18 @@ describe('the WebAssembly set writer', () => {
       assert.deepEqual(wasm.out[i], addon.out[i], `set ${i}`);
     }
     assert.equal(Buffer.from(wasm.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
+  });
+
+  it('the JavaScript writer (lib/setbytes.js) publishes the same bytes as the addon\'s, set for set', function () {
+    if (!require('..').supported) this.skip();
+    const addon = child(SAME_BYTES, { CUSTOMLABELS_WRITER: 'addon' });
+    const js = child(SAME_BYTES, { CUSTOMLABELS_WRITER: 'js' });
+    assert.equal(js.wasm, false);
+    assert.equal(js.out.length, 9);
+    for (let i = 0; i < js.out.length; i++) {
+      assert.deepEqual(js.out[i], addon.out[i], `set ${i}`);
+    }
+    assert.equal(Buffer.from(js.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
   });
 
   it('writes a set only inside the block it is given, and only what lib/hooks/encode.js would pass', function () {
