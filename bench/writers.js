@@ -6,7 +6,7 @@
 // as bench/instructions.js counts: the loop runs N1 and N2 times, and one
 // set costs (I refs at N2 - I refs at N1) / (N2 - N1).
 //
-//   node bench/writers.js [--node 24] [--node 26 ...] [--reps 1]
+//   node bench/writers.js [--node 24] [--node 26 ...] [--reps 1] [--writers js,wasm,addon]
 //
 // Each iteration is withLabels({ route, user, trace }) with a trace never
 // seen before, around an empty function: a new set of three labels,
@@ -22,7 +22,6 @@ const { resolveNode, parseOptions } = require('./cli');
 
 const N1 = 20000;
 const N2 = 70000;
-const WRITERS = ['js', 'wasm', 'addon'];
 
 function child(n) {
   const { withLabels } = require(path.join(__dirname, '..'));
@@ -42,11 +41,13 @@ function count(node, writer, n, out) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function main() {
-  const o = { nodes: [], reps: 1 };
+  const o = { nodes: [], reps: 1, writers: ['js', 'wasm', 'addon'] };
   parseOptions(process.argv.slice(2), __filename, o, {
     '--node': (x, v) => x.nodes.push(v),
     '--reps': (x, v) => { x.reps = Number(v); },
+    '--writers': (x, v) => { x.writers = v.split(','); },
   });
+  if (!o.writers.includes('js')) o.writers.unshift('js');
   if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) throw new Error('valgrind is not installed (Debian: apt-get install valgrind)');
   if (o.nodes.length === 0) o.nodes.push(process.execPath);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-writers-'));
@@ -56,12 +57,12 @@ function main() {
       const node = resolveNode(spec);
       const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
       const per = {};
-      for (const w of WRITERS) {
+      for (const w of o.writers) {
         const at = (n) => median(Array.from({ length: o.reps }, () => count(node, w, n, path.join(tmp, 'cg.out'))));
         per[w] = (at(N2) - at(N1)) / (N2 - N1);
       }
-      const vs = (w) => `${per[w].toFixed(0)} (${((1 - per[w] / per.js) * 100).toFixed(1)} % less than js)`;
-      console.log(`${version}: js ${per.js.toFixed(0)}, wasm ${vs('wasm')}, addon ${vs('addon')}`);
+      const vs = (w) => `${w} ${per[w].toFixed(0)} (${((1 - per[w] / per.js) * 100).toFixed(1)} % less than js)`;
+      console.log(`${version}: js ${per.js.toFixed(0)}, ${o.writers.filter((w) => w !== 'js').map(vs).join(', ')}`);
     }
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });

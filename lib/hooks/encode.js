@@ -20,9 +20,7 @@
 // point into the key area, where each distinct ASCII key is written once
 // and never reused (below), or are its own copies too.  For ASCII strings
 // (nearly every label) one writer writes the whole set: the JavaScript one
-// of lib/setbytes.js, the WebAssembly one (lib/hooks/setwriter.js) or the
-// addon's (src/labelset.c), whichever this Node runs cheapest (`WRITER`,
-// below; docs/design.md has the measurements).
+// of lib/setbytes.js (`WRITER`, below, says why that one).
 
 const { binding, otelEnabled } = require('../addon');
 const { LIMITS, utf8Length } = require('../checks');
@@ -55,13 +53,16 @@ class HooksSet extends LabelSet {
 // The set with no labels and no span: NULL is published.
 const EMPTY = new HooksSet([], null);
 
-// Which writer writes an ASCII set, chosen once: 'wasm' where the
-// WebAssembly writer runs (lib/hooks/setwriter.js says where), else
-// 'addon'.  CUSTOMLABELS_WRITER=js|wasm|addon chooses for a comparison
-// (tests, bench/writers.js).
+// Which writer writes an ASCII set, chosen once: the JavaScript one
+// (writeJs, with lib/setbytes.js).  The WebAssembly writer
+// (lib/hooks/setwriter.js, where V8 has the JS String Builtins) and the
+// addon's (src/labelset.c) saved less than 15 % of a new set's
+// instructions against it on every Node measured (bench/writers.js;
+// docs/design.md, Writers), so they write only where CUSTOMLABELS_WRITER
+// asks for them, for comparisons (tests, bench/writers.js).
 const WRITER = binding === null ? 'none'
-  : process.env.CUSTOMLABELS_WRITER === 'js' ? 'js'
-    : setwriter.available ? 'wasm' : 'addon';
+  : process.env.CUSTOMLABELS_WRITER === 'addon' ? 'addon'
+    : setwriter.available ? 'wasm' : 'js';
 
 // Whether this thread writes records.  The process-wide word (lib/addon.js)
 // is set by the first enableThreadContext() call in any thread; this thread
