@@ -316,6 +316,8 @@ describe('the WebAssembly set writer', () => {
       const { labelset: { derive }, context: { EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
       derive(EMPTY, { first: 'set' }, 'test'); // the arena is made
       arena.base = 0x7f00fffff000n;
+      arena.baseLow = 0xfffff000;
+      arena.baseHigh = 0x7f00;
       arena.cursor = Math.max(arena.cursor, 0x2000);
       const set = derive(EMPTY, { 'clé': 'välue' }, 'test');
       const w = set.offset >> 2;

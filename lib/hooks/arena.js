@@ -63,6 +63,8 @@ const arena = {
   words: null, // Uint32Array over the same memory
   buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
   base: 0n, // the address of byte 0, as published (the one copy; lib/hooks/setwriter.js hands it to WebAssembly)
+  baseLow: 0, // its low and high 32 bits, as numbers, for the writers of lib/setbytes.js
+  baseHigh: 0,
   generation: NO_BYTES, // the Generation of the chunk being filled
   cursor: 0, // next free byte, as an offset from the arena's start
   limit: 0, // end of the chunk being filled
@@ -89,6 +91,8 @@ function map() {
   arena.bytes = new Uint8Array(buffer);
   arena.words = new Uint32Array(buffer);
   arena.base = base;
+  arena.baseLow = Number(base & 0xffffffffn);
+  arena.baseHigh = Number(base >> 32n);
 }
 
 // binding.arena()'s [ArrayBuffer, low, high 32 bits of its address] as

@@ -257,8 +257,8 @@ function encodeAscii(set) {
 function writeJs(offset, end, kv, n) {
   const bytes = arena.bytes;
   const words = arena.words;
-  const low = Number(arena.base & 0xffffffffn);
-  const high = Number(arena.base >> 32n);
+  const low = arena.baseLow;
+  const high = arena.baseHigh;
   const storage = offset + SET_SIZE;
   let p = storage + n * LABEL_SIZE;
   for (let i = 0; i < n; i++) {
@@ -350,8 +350,8 @@ function encodeAny(set) {
   if (arena.buffer === null) arena.buffer = Buffer.from(arena.bytes.buffer);
   // The arena's address as halves (it may cross a 4 GiB boundary:
   // lib/setbytes.js putPointer carries).
-  const low = Number(arena.base & 0xffffffffn);
-  const high = Number(arena.base >> 32n);
+  const low = arena.baseLow;
+  const high = arena.baseHigh;
   const storage = offset + SET_SIZE;
   let at = n === 0 ? offset : storage + n * LABEL_SIZE;
   for (let i = 0; i < n; i++) {
