@@ -14,8 +14,8 @@ const v8 = require('node:v8');
 function noop() {}
 let sink; // keeps the reads of floor-read
 
-// Attaches `before` and `after` as the package's hooks mode attaches its
-// hooks on this Node, and returns a description ending in `what`.
+// Attaches `before` and `after` as lib/hooks/follow.js attaches its hooks
+// on this Node, and returns a description ending in `what`.
 function attach(before, after, what) {
   if (usesAsyncContextFrame() && canSkipPromises()) {
     createHook({ before, after, trackPromises: false }).enable();

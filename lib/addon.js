@@ -18,9 +18,10 @@ const { conflict } = require('./copies');
 const { unsupportedReason, missingHooks } = require('./platform');
 const { LIMITS } = require('./checks');
 
-// What the addon must agree on with lib/: the ABI's layout (lib/abi.js
-// writes it, lib/setwriter.wasm too), the alignment of every block
-// (lib/abi.js), the most labels a set holds (src/addon.c writeSet takes
+// What the addon must agree on with lib/: the ABI's layout (lib/setbytes.js
+// writes it from this LAYOUT, for both modes; lib/hooks/setwriter.wasm and
+// src/labelset.c too), the alignment of every block (lib/hooks/encode.js),
+// the most labels a set holds (src/addon.c writeSet takes
 // twice that many strings), and the OTEP 4947 record header that
 // lib/record.js writes field by field.  The sizes lib/ takes from the addon
 // (the arena's, the record's largest) are checked against each other and
@@ -312,7 +313,7 @@ function addonsDisabled() {
 
 // Where the runtime lacks the hooks that follow the context (Bun today:
 // lib/platform.js missingHooks()): the addon is not even loaded, the labels
-// follow the work in JavaScript alone (lib/context/none.js), and one
+// follow the work in JavaScript alone (lib/hooks/none.js), and one
 // warning per process says so, as for a missing addon.
 const NO_HOOKS = 'CUSTOMLABELS_NO_HOOKS';
 const NO_HOOKS_WARNED = 'customlabels.noHooksWarned';
@@ -394,7 +395,7 @@ const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
 
 // Parca Agent reads the pointer elsewhere on aarch64 (src/arch_aarch64.c): there,
 // `parcaSlot` is an 8-byte BigUint64Array over the place it reads, in this
-// module's TLS block, that lib/context/hooks.js keeps equal to the slot;
+// module's TLS block, that lib/hooks/follow.js keeps equal to the slot;
 // null where Parca Agent reads the slot itself (x86-64).  Where the place
 // is not ours to write, the main thread says so once: every thread gets the
 // same answer, from the same executable and module.

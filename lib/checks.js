@@ -97,8 +97,8 @@ function checkFunction(fn, who) {
 // every value at most maxValueBytes (a lone surrogate in a value is written
 // as U+FFFD).  A string of n UTF-16 code units takes n to 3n bytes, so a
 // short value is known to fit from its length alone.  lib/labelset.js runs
-// this for the sets that the ASCII writer does not take (lib/abi.js), which
-// are within the limits by construction.
+// this for the sets that the ASCII writer does not take, which
+// are within the limits by construction (lib/setbytes.js withinLimitsInChars).
 function checkStrings(kv, who) {
   for (let i = 0; i < kv.length; i += 2) {
     checkKey(kv[i], who);
@@ -106,10 +106,16 @@ function checkStrings(kv, who) {
   }
 }
 
-function checkKey(k, who) {
-  const kl = k.length <= MAX_KEY ? utf8Length(k, MAX_KEY) : k.length;
-  if (kl === 0 || kl > MAX_KEY) {
-    throw new RangeError(`${who}: label key ${quote(k)} is ${utf8Length(k)} bytes in UTF-8; keys must be 1 to ${MAX_KEY} bytes`);
+// The one check of a label key, for every entry point that takes one
+// (withLabels and enterLabels through checkStrings, spanLabels' options):
+// a length outside 1 to `max` bytes of UTF-8 is a RangeError, a string that
+// is not well-formed Unicode a TypeError.  `max`: the limit of the copy
+// that owns the thread (customlabels/otel passes it), this copy's by
+// default.
+function checkKey(k, who, max = MAX_KEY) {
+  const kl = k.length <= max ? utf8Length(k, max) : k.length;
+  if (kl === 0 || kl > max) {
+    throw new RangeError(`${who}: label key ${quote(k)} is ${utf8Length(k)} bytes in UTF-8; keys must be 1 to ${max} bytes`);
   }
   if (kl !== k.length && !k.isWellFormed()) {
     throw new TypeError(`${who}: label key ${quote(k)} is not well-formed Unicode (lone surrogate)`);
@@ -136,4 +142,4 @@ function setLabel(object, key, value) {
   }
 }
 
-module.exports = { setLabel, LIMITS, describe, quote, isPlainObject, utf8Length, checkFunction, checkStrings };
+module.exports = { setLabel, LIMITS, describe, quote, isPlainObject, utf8Length, checkFunction, checkKey, checkStrings };

@@ -4,12 +4,14 @@
 //
 // The face: withLabels, enterLabels, getLabels and enableThreadContext, and
 // the choices made once per thread: which copy of the package answers
-// (lib/copies.js) and which mechanism follows the context (lib/context/:
-// async hooks, the default, or V8's AsyncContextFrame where the operator
-// asks for it with CUSTOMLABELS_PUBLISH=frame and it can run).  withLabels end to end: this file,
-// lib/labelset.js (read, check, merge), lib/abi.js (the bytes readers see),
-// lib/arena.js (where they live) and lib/context/hooks.js (publishing them
-// as the work moves).
+// (lib/copies.js) and which mode publishes: hooks mode (lib/hooks/, the
+// default: async hooks keep the thread-local pointer equal to the current
+// set) or frame mode (lib/frame/: the set is a store of V8's
+// AsyncContextFrame), where the operator asks for it with
+// CUSTOMLABELS_PUBLISH=frame and it can run.  The mode's follow.js hands
+// the shared set model (lib/labelset.js) its writer when it loads; this
+// file loads only the chosen mode's files.  docs/development.md follows
+// withLabels through each mode.
 
 const { getEnvironmentData, setEnvironmentData } = require('node:worker_threads');
 const copies = require('./copies');
@@ -50,14 +52,14 @@ function chooseMode(addon) {
     return 'hooks';
   }
   if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
-  const frame = require('./context/frame');
-  const { v8, reason } = addon.loadCompanion();
-  const why = frame.unavailable(v8, reason);
+  const frame = require('./frame/follow');
+  const { v8: companion, reason } = addon.loadCompanion();
+  const why = frame.unavailable(companion, reason);
   if (why !== null) {
     warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
     return 'hooks';
   }
-  frame.start(v8);
+  frame.start(companion);
   return 'frame';
 }
 
@@ -67,15 +69,16 @@ module.exports = copies.standing === 'delegate' ? copies.ownerApi() : create();
 
 function create() {
   const addon = require('./addon');
-  const { EMPTY, derive } = require('./labelset');
+  const { derive } = require('./labelset');
   const { LIMITS, checkFunction, setLabel } = require('./checks');
   const mode = chooseMode(addon);
   // Where the runtime lacks the hooks (lib/addon.js said so), labels follow
   // the work in JavaScript alone.
-  const context = mode === 'frame' ? require('./context/frame')
-    : addon.hooksMissing ? require('./context/none') : require('./context/hooks');
-  const { enableThreadContext, useFrameLayout } = require('./threadcontext');
-  if (mode === 'frame') useFrameLayout(context.otelLayout());
+  const context = mode === 'frame' ? require('./frame/follow')
+    : addon.hooksMissing ? require('./hooks/none') : require('./hooks/follow');
+  const { EMPTY } = context;
+  const { enableThreadContext, useMode } = require('./threadcontext');
+  useMode(context.recordsOn, mode === 'frame' ? context.otelLayout() : null);
 
   /**
    * Runs fn() with `labels` added to the current labels, and keeps them for
@@ -89,8 +92,8 @@ function create() {
   // set's).  The current store is read once: derive() builds on it, and
   // context.run() puts it back.
   function runWith(labels, span, fn) {
-    checkFunction(fn, 'withLabels');
-    const prior = context.store();
+    if (typeof fn !== 'function') checkFunction(fn, 'withLabels');
+    const prior = context.entered();
     const set = derive(prior === undefined ? EMPTY : prior, labels, 'withLabels', span);
     return context.run(set, fn, prior);
   }

@@ -30,34 +30,40 @@ module.exports = {
   // The arena's state (bytes, words, base, cursor, keyEnd, chunksTaken...),
   // which a test may read, and, in a child process of its own, change.
   get arena() {
-    return require('./arena').arena;
+    return require('./hooks/arena').arena;
   },
   // The address of an arena offset, as a number.
   get addressOf() {
-    return require('./arena').addressOf;
+    return require('./hooks/arena').addressOf;
   },
   // { arenaBytes, chunks, chunkBytes, keyBytes, chunksTaken, chunk, used }.
   get arenaStats() {
-    return require('./arena').stats;
+    return require('./hooks/arena').stats;
   },
-  // The mechanism lib/index.js follows the context with: state() gives
-  // { mechanism, installed (the published LabelSet), depth } (frame mode:
-  // mechanism 'AsyncContextFrame', and its current chunk).
+  // The mode's follow.js, which lib/index.js follows the context with:
+  // state() gives { mechanism, installed (the published LabelSet), depth }
+  // (frame mode: mechanism 'AsyncContextFrame', and its current chunk);
+  // entered() the current set or undefined; EMPTY.
   get context() {
-    return require('./index').publishMode === 'frame' ? require('./context/frame') : require('./context/hooks');
+    return require('./index').publishMode === 'frame' ? require('./frame/follow') : require('./hooks/follow');
   },
   // The WebAssembly set writer: available, reason, write.
   get setwriter() {
-    return require('./setwriter');
+    return require('./hooks/setwriter');
   },
-  // derive(parent, labels, who) and EMPTY: making sets without running
-  // anything in them.
   // Frame mode's companion for this thread: { v8, file, reason }.
   get companion() {
     return require('./addon').loadCompanion();
   },
+  // derive(parent, labels, who): making sets without running anything in
+  // them (the mode's EMPTY is context.EMPTY).
   get labelset() {
     return require('./labelset');
+  },
+  // Hooks mode's set encoder: which writer writes an ASCII set (WRITER:
+  // 'js', 'wasm' or 'addon').
+  get encoder() {
+    return require('./hooks/encode');
   },
   // The probes of this Node's async-context machinery (no addon loaded):
   // usesAsyncContextFrame(), canSkipPromises().

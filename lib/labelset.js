@@ -1,16 +1,20 @@
 'use strict';
-// The label set: reading and checking what the caller gives, merging it with
-// the enclosing set by pprof's rules, and reusing the last set made when the
-// same labels come again.  Every check of a set runs here, with the rules
-// of lib/checks.js, before any of its bytes are published (lib/abi.js
-// writes them and never throws).
+// The label set, shared by both modes: reading and checking what the caller
+// gives, merging it with the enclosing set by pprof's rules, and reusing
+// the last set made when the same labels come again.  Every check of a set
+// runs here, with the rules of lib/checks.js, before any of its bytes are
+// written.  The bytes are the mode's: the mode that follows the context
+// hands this file its writer (useWriter) before the thread's first set,
+// and the writer's class of set holds what the mode keeps of each set
+// (hooks mode: where its bytes are in the arena, lib/hooks/encode.js;
+// frame mode: its store object and chunk, lib/frame/sets.js).
 
 const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
-const { encodeAscii, encodeAny } = require('./abi');
-const { NO_BYTES, addressOf } = require('./arena');
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
+// What every set holds, whatever the mode.  A mode's writer extends it
+// with that mode's fields, so that every set of a thread has one shape.
 class LabelSet {
   constructor(kv, span) {
     this.kv = kv; // [key, value, key, value...]: strings, keys unique, in storage order
@@ -19,28 +23,16 @@ class LabelSet {
     // traceKey, spanKey (the labels that carry the ids, or null) }.
     // Inherited like a label; only customlabels/otel sets it.
     this.span = span;
-    this.offset = -1; // where the bytes are in the arena (lib/abi.js); -1: none, publish NULL
-    this.word = 0n; // the address to publish, as a 64-bit integer (lib/addon.js says why)
-    this.record = 0n; // the address of its OTEP 4947 record, or 0n (lib/record.js)
-    this.generation = NO_BYTES; // the generation of the chunk that holds its bytes (lib/arena.js)
-    this.store = null; // frame mode: its store object in the AsyncContextFrame (lib/context/frame.js)
-    this.chunk = null; // frame mode: the ArrayBuffer its bytes are in, kept alive by the set (lib/context/frame-sets.js)
-  }
-
-  // The published address, for diagnostics and tests (0 for NULL).
-  get address() {
-    return this.offset < 0 ? 0 : addressOf(this.offset);
   }
 }
 
-// The set with no labels is published as a NULL pointer.
-const EMPTY = new LabelSet([], null);
-
-// Who writes a new set's bytes: lib/abi.js, into the thread's arena (hooks
-// mode), unless lib/context/frame-sets.js took over before the thread's first set
-// (frame mode: chunks the GC owns).  `ascii` takes a set only if it is
-// within the limits by construction; `any` writes a set already checked.
-let writer = { ascii: encodeAscii, any: encodeAny };
+// Who writes a new set's bytes, handed over by the mode (useWriter), once
+// per thread before its first set: { Set, ascii, any }.  `Set` is the
+// mode's LabelSet class; `ascii(set)` writes a set only if it is within the
+// limits by construction (lib/setbytes.js withinLimitsInChars, and every
+// string ASCII), and returns false for any other, which is then checked in
+// UTF-8 bytes and written by `any(set)`.  Neither throws.
+let writer = null;
 
 function useWriter(w) {
   writer = w;
@@ -193,7 +185,7 @@ function build(parent, given, plain, who, span) {
     if (!changed && sameSpan) return parent;
   }
   if (kv.length > 2 * LIMITS.maxLabels) kv = spanGivesWay(kv, given, span, who);
-  const set = new LabelSet(kv, span);
+  const set = new writer.Set(kv, span);
   // Nearly every set is ASCII, within the limits counted in characters:
   // the ASCII writer takes exactly those, so a set it wrote needs no other
   // check, and the common case measures no string.  Any other set is
@@ -254,4 +246,4 @@ function isGiven(given, key) {
   return keyAt(given, key) >= 0;
 }
 
-module.exports = { LIMITS, EMPTY, LabelSet, derive, useWriter };
+module.exports = { LabelSet, derive, useWriter };

@@ -33,5 +33,7 @@ export interface SpanLabelsOptions {
  * it as the `contextManager` of a tracer provider or the Node SDK.
  * @throws {TypeError} when `contextManager` is not a ContextManager or an
  *   option is not valid.
+ * @throws {RangeError} when a key given in the options is 0 or more than
+ *   `limits.maxKeyBytes` bytes of UTF-8.
  */
 export function spanLabels(contextManager: ContextManager, options?: SpanLabelsOptions): ContextManager;

@@ -42,7 +42,7 @@ try {
   throw err;
 }
 
-const { describe, quote, isPlainObject, utf8Length } = require('./checks');
+const { describe, quote, isPlainObject, checkKey } = require('./checks');
 const { LABELS, limits } = require('./otel/span');
 const { SpanLabelsContextManager } = require('./otel/manager');
 
@@ -51,17 +51,11 @@ const { SpanLabelsContextManager } = require('./otel/manager');
 
 const OPTIONS = LABELS.map((l) => l.option);
 
-// A label key as customlabels (the copy that owns the thread) accepts it:
-// well-formed, 1 to maxKeyBytes bytes of UTF-8.
-function checkKey(key, option) {
-  const bytes = utf8Length(key);
-  if (!key.isWellFormed() || bytes === 0 || bytes > limits.maxKeyBytes) {
-    throw new TypeError(`spanLabels: options.${option} must be a label key of 1 to ${limits.maxKeyBytes} bytes of well-formed UTF-8, got ${describe(key)}`);
-  }
-}
 
 // { traceId, spanId, localRootSpanId, spanName }: the key of each label, or
-// null when it is off.  Throws TypeError naming the option.
+// null when it is off.  Throws TypeError naming the option, or RangeError
+// for a key whose length customlabels (the copy that owns the thread) does
+// not take (lib/checks.js checkKey, as withLabels checks a key).
 function parseOptions(options) {
   if (options !== undefined && !isPlainObject(options)) {
     throw new TypeError(`spanLabels: options must be a plain object, got ${describe(options)}`);
@@ -81,7 +75,7 @@ function parseOptions(options) {
     else if (value === true) key = defaultKey;
     else if (value === false) key = null;
     else if (typeof value === 'string') {
-      checkKey(value, option);
+      checkKey(value, `spanLabels: options.${option}`, limits.maxKeyBytes);
       key = value;
     } else {
       throw new TypeError(`spanLabels: options.${option} must be a label key (a string), true or false, got ${describe(value)}`);

@@ -5,7 +5,7 @@
 // aarch64), so that the install script (scripts/install.js), the loader
 // (lib/addon.js) and the reader's launcher (bin/customlabels-dump.js)
 // agree; and which async-context machinery this Node has, so that the
-// hooks (lib/context/hooks.js) and the benchmarks' floors (bench/floors.js)
+// hooks (lib/hooks/follow.js) and the benchmarks' floors (bench/floors.js)
 // attach the same way.
 
 const { AsyncLocalStorage, AsyncResource, createHook, executionAsyncResource } = require('node:async_hooks');
@@ -63,7 +63,7 @@ function canSkipPromises() {
 }
 
 // Why this runtime lacks the hooks that publishing follows the context
-// with (lib/context/hooks.js), or null where it has them: found by trying
+// with (lib/hooks/follow.js), or null where it has them: found by trying
 // them, not from the runtime's name.  async_hooks must call `before` and
 // `after` around a callback (AsyncResource.runInAsyncScope calls them
 // synchronously), and where promises go through v8.promiseHooks, those must
@@ -71,7 +71,7 @@ function canSkipPromises() {
 // v8.promiseHooks throws NotImplementedError.  Deno 2.9 has both.  Once per
 // thread, when the package loads (lib/addon.js): a hook enabled and
 // disabled again, no hook left behind.  Most of its cost is loading Node's
-// async_hooks and v8 internals, which lib/context/hooks.js loads anyway:
+// async_hooks and v8 internals, which lib/hooks/follow.js loads anyway:
 // require('customlabels') took 129.0 million instructions with it, 130.8
 // without (callgrind, Node.js 24, hooks mode).
 function missingHooks() {

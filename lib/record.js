@@ -3,9 +3,11 @@
 // in, once the thread context is enabled (enableThreadContext).
 //
 // A record is written right after the set's Custom Label ABI v1 bytes, in
-// the same block of the thread's arena (lib/abi.js), so it lives and is
-// reused exactly as the set is, and the hooks publish it with one more
-// 8-byte store into otel_thread_ctx_v1 (lib/context/hooks.js).  Its layout
+// the same memory (hooks mode: the same block of the thread's arena,
+// lib/hooks/encode.js; frame mode: the set's chunk, lib/frame/sets.js), so
+// it lives exactly as the set does.  Hooks mode publishes it with one more
+// 8-byte store into otel_thread_ctx_v1 (lib/hooks/follow.js); frame mode
+// in a store object of its own.  Its layout
 // is the OTEP's, packed, 2-byte aligned, host-endian (little-endian on
 // x86-64 and aarch64):
 //   0  trace-id[16]   the active span's trace id (zeroes: no span)
@@ -24,64 +26,22 @@
 // (2 + 53) = 578 bytes) and every value below the 255 bytes that a one-byte
 // length can say.
 //
-// Also here: the one-entry-per-position cache that this file and lib/abi.js
-// use for what a label key maps to (byPosition).
+// Whether a thread writes records is its mode's to say: each mode turns
+// records on in its thread the first time it sees the process-wide word
+// (lib/addon.js otelEnabled) set, and does what that takes in its own
+// memory (lib/hooks/encode.js, lib/frame/sets.js).  This file holds no
+// state of either mode: the key map's indexes, and the ids of the last
+// span, are the process's and the thread's whatever the mode.
 
-const { binding, otelEnabled } = require('./addon');
-const { LIMITS, quote } = require('./checks');
-const { invalidate } = require('./arena');
+const { binding } = require('./addon');
+const { quote } = require('./checks');
+const { byPosition } = require('./setbytes');
 
 const HEADER = binding ? binding.layout.otelRecordHeader : 0;
 const ID_BYTES = 24; // trace-id and span-id
 // valid (24), trace-flags (25) and attrs-data-size (26) are written as
 // the header's seventh 32-bit word.
 const FLAGS_WORD = ID_BYTES >> 2;
-
-// Returns (key, i) => lookup(key), where i is the key's position in its set
-// (below LIMITS.maxLabels) and lookup returns a 32-bit integer.  lookup must
-// give the same answer for the same key for as long as the cache lives.
-// Sets made one after another mostly have the same keys in the same order
-// (one object literal at one call site), so remembering the key last looked
-// up at each position, and what it gave, answers the common case with one
-// identity comparison instead of a Map lookup.  Owner: the caller; one entry
-// per position, replaced by the next key looked up there.
-function byPosition(lookup) {
-  const keys = new Array(LIMITS.maxLabels).fill('');
-  const results = new Int32Array(LIMITS.maxLabels);
-  return function cached(key, i) {
-    if (keys[i] === key) return results[i];
-    const result = lookup(key);
-    keys[i] = key;
-    results[i] = result;
-    return result;
-  };
-}
-
-// Whether this thread writes records.  The process-wide word (lib/addon.js)
-// is set by the first enableThreadContext() call in any thread; this thread
-// turns records on the first time it asks after that, which it does once
-// per set written and once per set published.  Turning on is done once: from
-// then on every set is written with its record, and every set written
-// before is written again, record and all, before it is next published
-// (lib/arena.js invalidate()).
-let on = false;
-// What else turning records on in this thread does: frame mode gives the
-// sets written before their records (lib/context/frame-sets.js), since no
-// hook sees them made current again.  Set once, by the mode's writer.
-let turnedOn = null;
-
-function recordsOn() {
-  if (on) return true;
-  if (otelEnabled[0] === 0) return false;
-  on = true;
-  invalidate();
-  if (turnedOn !== null) turnedOn();
-  return true;
-}
-
-function whenRecordsTurnOn(fn) {
-  turnedOn = fn;
-}
 
 // key -> its index in the process's key map, or -1 for a key left out
 // because the map is full.  Owner: this module; bounded by the map's 256
@@ -91,7 +51,7 @@ let full = false;
 
 // The index of a key, from the process's key map, or -1 for a key left
 // out of records.  Never throws: it is called while a set is written,
-// which may be inside an async hook (lib/context/hooks.js), where a throw would
+// which may be inside an async hook (lib/hooks/follow.js), where a throw would
 // end the process.  A key the map cannot take, for the number of its keys
 // or for the room they take in the process context, is left out, and so is
 // every key after it; so is a key whose adding fails (out of memory, or an
@@ -208,4 +168,4 @@ function writeRecord(bytes, words, at, set, n, valueAt, valueLength) {
   return p;
 }
 
-module.exports = { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord, byPosition };
+module.exports = { recordBytes, writeRecord };

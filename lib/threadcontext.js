@@ -20,7 +20,6 @@
 // right, and one that ignores them loses nothing.
 
 const { binding } = require('./addon');
-const { recordsOn } = require('./record');
 const { describe, quote, isPlainObject, utf8Length } = require('./checks');
 
 const WHO = 'enableThreadContext';
@@ -28,14 +27,18 @@ const OPTIONS = ['resource'];
 const RESERVED = 'threadlocal.';
 const layout = binding === null ? null : binding.layout;
 
-// Frame mode's V8 layout for the process context (lib/context/frame.js
-// otelLayout()), or null in hooks mode: set by lib/index.js once it chose
-// the mode.
+// What the mode that publishes in this thread gives, set by lib/index.js
+// once it chose the mode (useMode): its recordsOn(), which turns records on
+// in this thread once the process-wide word is set, and frame mode's V8
+// layout for the process context (lib/frame/follow.js otelLayout()), null
+// in hooks mode.
+let recordsOn = () => false;
 let frameLayout = null;
 const LAYOUT_KEYS = ['jsObjectRecordOffset', 'taggedSize', 'jsMapTableOffset', 'orderedHashMapHeaderSize'];
 
-function useFrameLayout(l) {
-  frameLayout = l;
+function useMode(modeRecordsOn, layout) {
+  recordsOn = modeRecordsOn;
+  frameLayout = layout;
 }
 
 // The layout as the addon takes it ([four integers]), checked: the
@@ -182,4 +185,4 @@ function enableThreadContext(options) {
   return true;
 }
 
-module.exports = { enableThreadContext, useFrameLayout };
+module.exports = { enableThreadContext, useMode };

@@ -1,5 +1,5 @@
 'use strict';
-// Builds lib/setwriter.wasm from src/setwriter.wat with wabt (a
+// Builds lib/hooks/setwriter.wasm from src/setwriter.wat with wabt (a
 // devDependency).  The .wasm is committed, so that an install needs neither
 // wabt nor a compiler for it; `--check` exits 1 when the committed file is
 // not this source's build (test/setwriter.test.js runs it).
@@ -11,7 +11,7 @@ const path = require('node:path');
 
 const ROOT = path.join(__dirname, '..');
 const SOURCE = path.join(ROOT, 'src', 'setwriter.wat');
-const TARGET = path.join(ROOT, 'lib', 'setwriter.wasm');
+const TARGET = path.join(ROOT, 'lib', 'hooks', 'setwriter.wasm');
 
 async function build() {
   const wabt = await require('wabt')();

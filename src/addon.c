@@ -18,7 +18,7 @@
 #include "otel.h"
 
 /* The write arguments: what writeSet's caller writes before each call, and
- * reads back after it (lib/abi.js, under the same names): [0] and [1] the
+ * reads back after it (lib/hooks/encode.js, under the same names): [0] and [1] the
  * block's offset and end in the arena, [CL_KEY_PLACES + i] label i's key
  * place (offset * 64 + length, in the key area) or CL_NOT_IN_KEY_AREA.  On
  * return, [0] is where the set's last string ends, or CL_REFUSED (all ones,
@@ -160,7 +160,7 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
 
 /*
  * adoptArena(buffer): makes `buffer`, the memory of the WebAssembly set
- * writer (lib/setwriter.js), this thread's arena, in place of a mapping of
+ * writer (lib/hooks/setwriter.js), this thread's arena, in place of a mapping of
  * the addon's own, and returns [low 32 bits, high 32 bits] of its address.
  * A WebAssembly memory that never grows stays where it is for as long as
  * its buffer lives; the environment holds a reference to the buffer until
@@ -218,11 +218,11 @@ static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
  * arena's block [write_args[0], write_args[1]) (cl__labelset_write_ascii),
  * and leaves in write_args[0] where its last string ends, or CL_REFUSED
  * when it did not write it: a string not ASCII, or anything that is not
- * what lib/abi.js passes.  Returns undefined.  Strings come as arguments,
+ * what lib/hooks/encode.js passes.  Returns undefined.  Strings come as arguments,
  * not as an array: reading an array's elements through Node-API would cost
  * a call per element.  A key whose place is in write_args[CL_KEY_PLACES +
  * i] is not read: its entry points at its bytes in the arena's key area
- * (lib/abi.js).
+ * (lib/hooks/encode.js).
  * Checked here is only what keeps the write inside the arena, and every key
  * pointer inside memory that is never reused.
  */
@@ -561,7 +561,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   state->adopted = NULL;
   state->mark = NULL;
   state->mark_bytes = 0;
-  /* Nothing to write until lib/abi.js fills it in. */
+  /* Nothing to write until lib/hooks/encode.js fills it in. */
   for (size_t i = 0; i < CL_WRITE_ARGS_WORDS; i++) state->write_args[i] = CL_NOT_IN_KEY_AREA;
   /* Module initialisation runs on the environment's own thread. */
   state->copy = cl__parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));

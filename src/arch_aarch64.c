@@ -30,7 +30,7 @@
  *
  * So the module keeps room in its TLS block past the slot (src/tls.c), and
  * JavaScript writes the set's address there too, before the slot
- * (lib/context/hooks.js).  This file says where that place is, after checking
+ * (lib/hooks/follow.js).  This file says where that place is, after checking
  * that it is inside this module's own block and on no exported variable.
  */
 #define _GNU_SOURCE

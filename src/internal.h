@@ -100,7 +100,7 @@ custom_labels_labelset_t **cl__slot(void);
  * Clears each pointer of the calling thread that readers follow and that
  * points into the `bytes` at `start`: the copy for Parca Agent (`copy`, from
  * cl__parca_copy, or NULL), custom_labels_current_set and
- * otel_thread_ctx_v1, in that order, the order lib/context/hooks.js writes
+ * otel_thread_ctx_v1, in that order, the order lib/hooks/follow.js writes
  * them in.  Called before that memory is given back, so that no reader ever
  * follows one of them into it.
  */
@@ -186,7 +186,7 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
  *
  * CL_ARENA_BYTES per thread, taken once and never grown, so a thread's label
  * memory is a constant that does not depend on when V8 collects garbage.
- * Where V8 can run the WebAssembly set writer (lib/setwriter.js), the arena
+ * Where V8 can run the WebAssembly set writer (lib/hooks/setwriter.js), the arena
  * is that module's memory, which JavaScript makes and the addon adopts
  * (cl__arena_adopt); elsewhere it is an anonymous mapping of the addon's own
  * (cl__arena_map).  The thread's JavaScript places sets in it
@@ -194,9 +194,9 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
  * CL_CHUNK_BYTES in turn, has them written (cl__labelset_write_ascii, or its
  * own UTF-8 encoder), and writes a set again when the chunk it was in has
  * been reused.  The last chunk holds label keys, each written once and never
- * changed, that sets point at (lib/arena.js, lib/abi.js).  A mapping of the
+ * changed, that sets point at (lib/hooks/arena.js, lib/hooks/encode.js).  A mapping of the
  * addon's own is aligned to its own size, so it never crosses a 4 GiB
- * boundary; adopted memory may (lib/abi.js carries into the upper half).
+ * boundary; adopted memory may (lib/hooks/encode.js carries into the upper half).
  *
  * Owner: the thread's Node-API environment (src/addon.c).  When the
  * environment is torn down it clears the thread's pointers that point into
@@ -229,14 +229,14 @@ void cl__arena_destroy(cl__arena_t *arena);
 /* ---- Writing a set (src/labelset.c) ---- */
 
 /*
- * JavaScript places a set's block in the arena (lib/arena.js) and hands its
+ * JavaScript places a set's block in the arena (lib/hooks/arena.js) and hands its
  * strings over as UTF-16 code units, as V8 gives them out, or, for a key
  * already in the arena's key area, as the place of its bytes;
  * cl__labelset_write_ascii() lays out the custom_labels_labelset_t, its n
  * entries and then the strings to copy, in that order, within the block.
  * It writes ASCII only: any other code unit, or a block too small, makes it
  * return 0, and JavaScript then encodes the set as UTF-8 itself
- * (lib/abi.js), after lib/labelset.js has checked its limits in bytes.
+ * (lib/hooks/encode.js), after lib/labelset.js has checked its limits in bytes.
  * A block is never published before it is complete, so a refused write
  * leaves nothing a reader can see.
  */

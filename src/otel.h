@@ -1,7 +1,7 @@
 /*
  * The OpenTelemetry formats beside the Custom Label ABI v1, as seen from C:
  * the thread context of OTEP 4947 (a thread-local pointer to a packed
- * record, written by lib/record.js into the thread's arena) and the process
+ * record, written by lib/record.js beside the set) and the process
  * context of OTEP 4719 (one OTEL_CTX mapping per process, written here).
  * Nothing in this header knows about Node-API; src/addon.c is the glue.
  */

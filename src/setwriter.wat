@@ -2,11 +2,11 @@
 ;; the JS String Builtins (Node 24 and later): it reads the values' strings
 ;; through wasm:js-string, with no Node-API call, and writes the set's
 ;; Custom Label ABI v1 bytes into the thread's arena, which is this module's
-;; memory (lib/setwriter.js).  It does what cl__labelset_write_ascii
+;; memory (lib/hooks/setwriter.js).  It does what cl__labelset_write_ascii
 ;; (src/labelset.c) does for a set whose keys are all in the arena's key
-;; area: lib/abi.js uses one writer or the other, never both.
+;; area: lib/hooks/encode.js uses one writer or the other, never both.
 ;;
-;; Built into lib/setwriter.wasm by scripts/build-wasm.js; a test checks that
+;; Built into lib/hooks/setwriter.wasm by scripts/build-wasm.js; a test checks that
 ;; the committed file is this source's build.
 ;;
 ;; Layout (the ABI on a 64-bit little-endian machine; lib/addon.js LAYOUT):
@@ -20,9 +20,9 @@
 ;; every pointer inside memory that stays unchanged while a set may be
 ;; published: the caller's offsets and key places, the strings' types,
 ;; lengths and ASCII.  Anything else makes write return -1 (REFUSED, as
-;; src/addon.c and lib/abi.js call it: all ones in 32 bits), and lib/abi.js
+;; src/addon.c and lib/hooks/encode.js call it: all ones in 32 bits), and lib/hooks/encode.js
 ;; writes the set by its general path.  A key place is never
-;; NOT_IN_KEY_AREA here: lib/abi.js calls this writer only for sets whose
+;; NOT_IN_KEY_AREA here: lib/hooks/encode.js calls this writer only for sets whose
 ;; keys are all in the key area.
 (module
   (import "wasm:js-string" "test" (func $is_string (param externref) (result i32)))
@@ -31,7 +31,7 @@
 
   ;; The arena: 16 chunks of 64 KiB (CL_ARENA_BYTES), never grown.  Sets
   ;; are written below the key area, the last chunk (CL_KEY_AREA).  The
-  ;; constants are exported so that lib/setwriter.js can check them against
+  ;; constants are exported so that lib/hooks/setwriter.js can check them against
   ;; the addon's layout and lib/'s limits when it loads this module.
   (memory (export "memory") 16 16)
   (global $key_area (export "keyArea") i32 (i32.const 983040))
@@ -40,7 +40,7 @@
   (global $max_key (export "maxKeyBytes") i32 (i32.const 25))
   (global $max_value (export "maxValueBytes") i32 (i32.const 53))
 
-  ;; The address of byte 0, set once by lib/setwriter.js.
+  ;; The address of byte 0, set once by lib/hooks/setwriter.js.
   (global $base (mut i64) (i64.const 0))
   (func (export "setBase") (param $address i64)
     (global.set $base (local.get $address)))

@@ -141,7 +141,7 @@ describe('withLabels: what the thread publishes', () => {
   it('the addon writes a set only inside the block it is given, and only what lib/ would pass', function () {
     if (tls.frameMode()) this.skip(); // the thread's arena: hooks mode
     withLabels({ a: 'b' }, () => {}); // the arena is mapped
-    // writeSet as lib/abi.js calls it: the block and the key places in
+    // writeSet as lib/hooks/encode.js calls it: the block and the key places in
     // the words of binding.writeArgs(), the strings as arguments.  `binding`
     // is the instance that owns this arena.  A key given here as a
     // number is a place (offset * 64 + length); its argument is not read.

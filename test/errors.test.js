@@ -105,7 +105,7 @@ describe('bad input', () => {
       [() => enableThreadContext({ [long]: 'x' }), TypeError],
       [() => enableThreadContext({ resource: { [long]: 'x' } }), RangeError],
       [() => spanLabels(manager, { [long]: true }), TypeError],
-      [() => spanLabels(manager, { spanName: long }), TypeError],
+      [() => spanLabels(manager, { spanName: long }), RangeError],
     ]) {
       assert.throws(attempt, (err) => {
         assert.ok(err instanceof type, `${err.name}: ${err.message.slice(0, 200)}`);

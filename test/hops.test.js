@@ -16,7 +16,7 @@ const root = path.resolve(__dirname, '..');
 
 // The one place this test reaches inside lib/ (through lib/internals.js);
 // it runs in the child before customlabels is loaded.  It wraps what
-// lib/context/hooks.js and the rest of lib/ take from the addon loader when
+// lib/hooks/follow.js and the rest of lib/ take from the addon loader when
 // they load: `slot` (a BigUint64Array over the thread's
 // custom_labels_current_set, where every store publishes a set) and the
 // addon's functions, in counters.  Where lib/ is cut differently, this is

@@ -655,7 +655,7 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
     });
   });
 
-  describe('bad input: TypeError naming the argument, before anything changes', () => {
+  describe('bad input: TypeError (RangeError for a key\'s length, as withLabels) naming the argument, before anything changes', () => {
     const trap = () => {
       const calls = [];
       const m = {};
@@ -673,19 +673,19 @@ describe('customlabels/otel: spanLabels(contextManager)', () => {
       ['options null', (m) => spanLabels(m, null), /options must be a plain object, got null/],
       ['an unknown option', (m) => spanLabels(m, { traceID: 'x' }), /unknown option "traceID" \(the options are traceId, spanId, localRootSpanId, spanName\)/],
       ['a key of another type', (m) => spanLabels(m, { spanId: 7 }), /options\.spanId must be a label key \(a string\), true or false, got type number/],
-      ['an empty key', (m) => spanLabels(m, { traceId: '' }), /options\.traceId must be a label key of 1 to 25 bytes/],
-      ['a key too long', (m) => spanLabels(m, { spanName: 'k'.repeat(limits.maxKeyBytes + 1) }), /options\.spanName must be a label key of 1 to 25 bytes/],
-      ['a key with a lone surrogate', (m) => spanLabels(m, { spanId: 'a\ud800' }), /options\.spanId must be a label key/],
+      ['an empty key', (m) => spanLabels(m, { traceId: '' }), /options\.traceId: label key "" is 0 bytes in UTF-8; keys must be 1 to 25 bytes/, RangeError],
+      ['a key too long', (m) => spanLabels(m, { spanName: 'k'.repeat(limits.maxKeyBytes + 1) }), /options\.spanName: label key "k+" is 26 bytes in UTF-8; keys must be 1 to 25 bytes/, RangeError],
+      ['a key with a lone surrogate', (m) => spanLabels(m, { spanId: 'a\ud800' }), /options\.spanId: label key "a\\ud800" is not well-formed Unicode/],
       ['two labels with one key', (m) => spanLabels(m, { spanId: 'id', localRootSpanId: 'id' }), /options\.spanId and options\.localRootSpanId both name the label "id"/],
       ['a key equal to another default', (m) => spanLabels(m, { spanId: 'trace_id' }), /options\.traceId and options\.spanId both name the label "trace_id"/],
       ['every label off', (m) => spanLabels(m, { traceId: false, spanId: false }), /options turn every label off/],
     ];
-    for (const [name, attempt, message] of cases) {
+    for (const [name, attempt, message, kind = TypeError] of cases) {
       it(name, () => {
         const { m, calls } = trap();
         withLabels({ outer: 'kept' }, () => {
           const address = tls.address();
-          assert.throws(() => attempt(m), (err) => err instanceof TypeError && message.test(err.message));
+          assert.throws(() => attempt(m), (err) => err instanceof kind && message.test(err.message));
           assert.equal(tls.address(), address);
         });
         assert.deepEqual(calls, [], 'the manager was not touched');

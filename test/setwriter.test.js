@@ -1,10 +1,12 @@
 'use strict';
-// The WebAssembly set writer (lib/setwriter.js, src/setwriter.wat): when it
-// is used, that it publishes exactly the bytes the addon's writer does, and
-// that it writes nothing outside the block it is given.
+// The writers of a set's ASCII bytes: the JavaScript one (lib/setbytes.js,
+// the default) and the WebAssembly one (lib/hooks/setwriter.js,
+// src/setwriter.wat, where CUSTOMLABELS_WRITER=wasm asks for it) publish
+// exactly the bytes the addon's writer does, and the WebAssembly one writes
+// nothing outside the block it is given.
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
 const { withLabels, limits } = require('..');
 const { binding, setwriter, arena } = require('../lib/internals');
 const { freeBlock } = require('./helpers/block');
@@ -19,34 +21,26 @@ const hasBuiltins = v8Major >= 12;
 const addonWrites = (ctx) => needs.feature(ctx, 'WebAssembly set writer',
   `V8 ${process.versions.v8}: ${setwriter.reason ?? 'the addon writes the sets'}`);
 
+// The tests that call this process's WebAssembly writer: where V8 has the
+// builtins but the JavaScript writer writes the sets (the default), they run
+// in a child that chooses the WebAssembly one (the test 'runs the tests of
+// the writer itself...', below); elsewhere they are skipped with the reason.
+const IN_CHILD = /writes a set only inside the block|writes what the addon writes/;
+function inChildOrSkip(ctx) {
+  if (hasBuiltins && process.env.CUSTOMLABELS_WRITER !== 'wasm') ctx.skip();
+  addonWrites(ctx);
+}
+
 function child(script, env) {
   return JSON.parse(execFileSync(process.execPath, ['-e', script], {
     encoding: 'utf8', timeout: 120000, env: { ...process.env, ...env },
   }));
 }
 
-describe('the WebAssembly set writer', () => {
-  it('is the build of src/setwriter.wat', () => {
-    execFileSync(process.execPath, [path.join(root, 'scripts/build-wasm.js'), '--check'], { stdio: 'pipe' });
-  });
-
-  it('writes the sets on V8 13 and later, and the addon elsewhere', () => {
-    const chosen = process.env.CUSTOMLABELS_WRITER;
-    const expected = chosen === 'addon' ? false : chosen === 'wasm' ? hasBuiltins : v8Major >= 13;
-    assert.equal(setwriter.available, expected, `V8 ${process.versions.v8}: ${setwriter.reason}`);
-    assert.equal(setwriter.reason === null, expected);
-    withLabels({ writer: 'chosen' }, () => {});
-    assert.equal(setwriter.write !== null, expected, 'the instance exists once the arena does');
-  });
-
-  it('publishes the same bytes as the addon\'s writer, set for set', function () {
-    if (!hasBuiltins) addonWrites(this);
-    // Every shape of set, in both writers, each in its own process: the
-    // published set's bytes, its pointers made relative to the arena.  Sets
-    // whose values are not ASCII, or whose keys are not in the key area, are
-    // written by the general path in both; they are here to show that the
-    // two writers' sets sit side by side in the same arena.
-    const script = `
+// A child's script that publishes every shape of set and prints each
+// published set's bytes, its pointers made relative to the arena, and how
+// many sets the WebAssembly writer was given.
+const SAME_BYTES = `
       const { withLabels } = require(${JSON.stringify(root)});
       const { binding, arena, addressOf, setwriter } = require(${JSON.stringify(root + '/lib/internals')});
       const tls = require(${JSON.stringify(root + '/test/helpers/tls')});
@@ -93,6 +87,40 @@ describe('the WebAssembly set writer', () => {
       }
       console.log(JSON.stringify({ out, wasm: setwriter.available, wasmWrites }));
     `;
+
+describe('the WebAssembly set writer', () => {
+  it('is the build of src/setwriter.wat', () => {
+    execFileSync(process.execPath, [path.join(root, 'scripts/build-wasm.js'), '--check'], { stdio: 'pipe' });
+  });
+
+  it('runs the tests of the writer itself in a child that chooses it (CUSTOMLABELS_WRITER=wasm)', function () {
+    if (!hasBuiltins) addonWrites(this);
+    if (process.env.CUSTOMLABELS_WRITER === 'wasm') this.skip(); // this process is that child
+    const mocha = path.join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
+    const r = spawnSync(process.execPath, [...process.execArgv, mocha, __filename, '--grep', IN_CHILD.source, '--reporter', 'dot'],
+      { cwd: root, encoding: 'utf8', timeout: 120000, env: { ...process.env, CUSTOMLABELS_WRITER: 'wasm' } });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /\b2 passing/, r.stdout);
+    assert.doesNotMatch(r.stdout, /pending/, r.stdout);
+  });
+
+  it('writes the sets only where CUSTOMLABELS_WRITER=wasm asks for it, and V8 has the builtins', () => {
+    const chosen = process.env.CUSTOMLABELS_WRITER;
+    const expected = chosen === 'wasm' ? hasBuiltins : false;
+    assert.equal(setwriter.available, expected, `V8 ${process.versions.v8}: ${setwriter.reason}`);
+    assert.equal(setwriter.reason === null, expected);
+    withLabels({ writer: 'chosen' }, () => {});
+    assert.equal(setwriter.write !== null, expected, 'the instance exists once the arena does');
+  });
+
+  it('publishes the same bytes as the addon\'s writer, set for set', function () {
+    if (!hasBuiltins) addonWrites(this);
+    // Every shape of set, in both writers, each in its own process: the
+    // published set's bytes, its pointers made relative to the arena.  Sets
+    // whose values are not ASCII, or whose keys are not in the key area, are
+    // written by the general path in both; they are here to show that the
+    // two writers' sets sit side by side in the same arena.
+    const script = SAME_BYTES;
     const addon = child(script, { CUSTOMLABELS_WRITER: 'addon' });
     const wasm = child(script, { CUSTOMLABELS_WRITER: 'wasm' });
     assert.equal(addon.wasm, false);
@@ -111,9 +139,21 @@ describe('the WebAssembly set writer', () => {
     assert.equal(Buffer.from(wasm.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
   });
 
-  it('writes a set only inside the block it is given, and only what lib/abi.js would pass', function () {
+  it('the JavaScript writer (lib/setbytes.js) publishes the same bytes as the addon\'s, set for set', function () {
+    if (!require('..').supported) this.skip();
+    const addon = child(SAME_BYTES, { CUSTOMLABELS_WRITER: 'addon' });
+    const js = child(SAME_BYTES, { CUSTOMLABELS_WRITER: 'js' });
+    assert.equal(js.wasm, false);
+    assert.equal(js.out.length, 9);
+    for (let i = 0; i < js.out.length; i++) {
+      assert.deepEqual(js.out[i], addon.out[i], `set ${i}`);
+    }
+    assert.equal(Buffer.from(js.out[0].entries[2].value, 'hex').toString(), '4bf92f3577b34da6a3ce929d0e0e4736');
+  });
+
+  it('writes a set only inside the block it is given, and only what lib/hooks/encode.js would pass', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
-    if (setwriter.write === null) addonWrites(this);
+    if (setwriter.write === null) inChildOrSkip(this);
     const write = (offset, end, ...labels) => {
       const args = [offset, end, labels.length >> 1];
       for (let i = 0; i < 2 * limits.maxLabels; i++) args.push(i < labels.length ? labels[i] : (i & 1) === 0 ? 0 : undefined);
@@ -164,8 +204,8 @@ describe('the WebAssembly set writer', () => {
 
   it('writes what the addon writes, byte for byte and refusal for refusal, over random sets', function () {
     withLabels({ a: 'b' }, () => {}); // the arena is made
-    if (setwriter.write === null) addonWrites(this);
-    // Random sets of the kind lib/abi.js passes (keys in the key area,
+    if (setwriter.write === null) inChildOrSkip(this);
+    // Random sets of the kind lib/hooks/encode.js passes (keys in the key area,
     // values that are strings within the limits, mostly ASCII), in blocks
     // that fit, are too short or too long, each written by both writers
     // into the same block, from the same fill: the results and every byte
@@ -273,9 +313,11 @@ describe('the WebAssembly set writer', () => {
     // 32-bit halves.  Pretend the arena starts 4 KiB below a boundary: a set
     // made (never published) past that point must have the next upper half.
     const out = child(`
-      const { labelset: { derive, EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
+      const { labelset: { derive }, context: { EMPTY }, arena } = require(${JSON.stringify(root + '/lib/internals')});
       derive(EMPTY, { first: 'set' }, 'test'); // the arena is made
       arena.base = 0x7f00fffff000n;
+      arena.baseLow = 0xfffff000;
+      arena.baseHigh = 0x7f00;
       arena.cursor = Math.max(arena.cursor, 0x2000);
       const set = derive(EMPTY, { 'clé': 'välue' }, 'test');
       const w = set.offset >> 2;

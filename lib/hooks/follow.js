@@ -2,7 +2,7 @@
 // Following the context with async hooks: which label set is current, and
 // keeping this thread's custom_labels_current_set equal to it whenever
 // JavaScript runs.  One mechanism of following the context; lib/index.js
-// chooses it, and every mechanism offers the same run, enter, store,
+// chooses it, and every mechanism offers the same run, enter, entered,
 // current and state.
 //
 // The current set is the store of a private AsyncLocalStorage.  `installed`
@@ -12,17 +12,14 @@
 // call; one whose set changed costs one 8-byte store (one more on aarch64,
 // for Parca Agent, and one more once the OpenTelemetry thread context is
 // on: the set's record goes to otel_thread_ctx_v1), and, if the set's chunk
-// of the arena was reused since it was written (lib/arena.js), writing the
+// of the arena was reused since it was written (lib/hooks/arena.js), writing the
 // set again first.
 
 const { AsyncLocalStorage, createHook } = require('node:async_hooks');
 const v8 = require('node:v8');
 const { usesAsyncContextFrame, canSkipPromises, contextFrameClass } = require('../platform');
 const { slot, parcaSlot, otelSlot } = require('../addon');
-const { recordsOn } = require('../record');
-const { EMPTY } = require('../labelset');
-const { setPinned } = require('../arena');
-const { encode } = require('../abi');
+const { EMPTY, encode, recordsOn } = require('./encode');
 
 const storage = new AsyncLocalStorage();
 
@@ -34,9 +31,6 @@ let installed;
 // strictly, so a stack is enough.
 const saved = [];
 let depth = 0;
-
-// The arena never reuses the chunk of the published set.
-setPinned(() => (installed === undefined ? -1 : installed.generation.chunk));
 
 // Publishing an address: one aligned 8-byte store into the slot, chosen
 // once.  On aarch64, where Parca Agent reads its own place beside the slot
@@ -65,8 +59,8 @@ function install(set) {
   // nothing and does no arithmetic, in every tier of V8.  The two stores
   // need no order between them: each pointer is read on its own, and both
   // point at bytes that were written before either store.
-  publish(set.word);
-  if (records) otelSlot[0] = set.record;
+  publish(set.setAddress);
+  if (records) otelSlot[0] = set.recordAddress;
 }
 
 function before() {
@@ -208,7 +202,7 @@ function enable() {
 // Runs fn with `set` current, synchronously and in the async work it
 // starts.  This is AsyncLocalStorage.run (the same enterWith and restore on
 // every Node version), with the slot switched inside it.  `prior` is what
-// store() gives now: the caller has read it to derive `set`, and reading it
+// entered() gives now: the caller has read it to derive `set`, and reading it
 // again would cost another lookup in the context frame on Node 24.
 function run(set, fn, prior) {
   if (mechanism === null) enable();
@@ -239,7 +233,7 @@ function enter(set) {
 }
 
 // The current set, or undefined where no set was ever made current.
-function store() {
+function entered() {
   return storage.getStore();
 }
 
@@ -252,4 +246,4 @@ function state() {
   return { mechanism, installed, depth };
 }
 
-module.exports = { run, enter, store, current, state };
+module.exports = { EMPTY, run, enter, entered, current, state, recordsOn };

@@ -5,11 +5,11 @@
 // The arena (src/arena.c) is the addon's layout.arenaChunks chunks of
 // layout.chunkBytes, made once per thread and never grown: the WebAssembly
 // set writer's memory, which the addon adopts, where that writer runs
-// (lib/setwriter.js), else a mapping the addon makes.  All but the last are
+// (lib/hooks/setwriter.js), else a mapping the addon makes.  All but the last are
 // the ring: sets are written front to back into the chunk being filled;
 // when a set does not fit, the next chunk in turn is taken and everything
 // that was in it before is given up.  The last chunk is the key area: each
-// distinct ASCII key is written into it once (lib/abi.js), front to back,
+// distinct ASCII key is written into it once (lib/hooks/encode.js), front to back,
 // and never moved or overwritten; when it is full, it stays full.  So the
 // memory a thread spends on labels is the arena's size, whatever the
 // request rate and whenever V8 collects garbage.
@@ -18,17 +18,18 @@
 // written into it hold.  Taking the chunk again ends that generation, so
 // `set.generation.live` says whether a set's bytes are intact.  A set whose
 // bytes are gone is "stale": its LabelSet is still good, and
-// lib/context/hooks.js has lib/abi.js write it again the next time it is
+// lib/hooks/follow.js has lib/hooks/encode.js write it again the next time it is
 // about to be published.  A generation is an object rather than a counter
 // so that no count can ever wrap around and make a stale set look intact.
 //
 // The one rule that keeps readers safe: the chunk that holds the published
-// set is never taken.  lib/context/hooks.js, which knows what is published,
-// tells the arena through setPinned(), and that chunk is skipped when the
-// next one is taken.  At most one chunk is pinned: a thread publishes one
-// set at a time.
+// set is never taken.  What is published is what the thread-locals hold
+// (lib/hooks/follow.js writes them), so the arena reads them when it takes
+// a chunk, and skips the one they point into.  At most one chunk is
+// pinned: a thread publishes one set (and its record, in the same block)
+// at a time.
 
-const { binding } = require('./addon');
+const { binding, slot, otelSlot } = require('../addon');
 const setwriter = require('./setwriter');
 
 const layout = binding ? binding.layout : null;
@@ -54,14 +55,16 @@ const NO_BYTES = new Generation(-1);
 const NOT_WRITTEN = new Generation(-1);
 NOT_WRITTEN.live = false;
 
-// The arena's state, one object that lib/abi.js reads directly (a plain
+// The arena's state, one object that lib/hooks/encode.js reads and moves on directly (a plain
 // object with fixed fields keeps those reads cheap).  The memory is mapped
 // on first use: a thread that never labels maps nothing.
 const arena = {
   bytes: null, // Uint8Array over the whole arena
   words: null, // Uint32Array over the same memory
   buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
-  base: 0n, // the address of byte 0, as published (the one copy; lib/setwriter.js hands it to WebAssembly)
+  base: 0n, // the address of byte 0, as published (the one copy; lib/hooks/setwriter.js hands it to WebAssembly)
+  baseLow: 0, // its low and high 32 bits, as numbers, for the writers of lib/setbytes.js
+  baseHigh: 0,
   generation: NO_BYTES, // the Generation of the chunk being filled
   cursor: 0, // next free byte, as an offset from the arena's start
   limit: 0, // end of the chunk being filled
@@ -72,11 +75,15 @@ const arena = {
 // The Generation of each chunk's current contents.
 const generations = Array.from({ length: CHUNKS }, (_, c) => new Generation(c));
 
-// Which chunk holds the published set (-1 for none); lib/context/hooks.js knows.
-let pinnedChunk = () => -1;
-
-function setPinned(fn) {
-  pinnedChunk = fn;
+// The ring chunk that the published set's block is in, or -1: the chunk
+// of the set's address, or of its record's where the set has no labels
+// (published as NULL, its record not).
+function pinnedChunk() {
+  const published = slot[0] !== 0n ? slot[0] : otelSlot[0];
+  if (published === 0n || arena.bytes === null) return -1;
+  const at = published - arena.base;
+  if (at < 0n || at >= BigInt(CHUNKS * CHUNK_BYTES)) return -1;
+  return Math.floor(Number(at) / CHUNK_BYTES);
 }
 
 function map() {
@@ -84,6 +91,8 @@ function map() {
   arena.bytes = new Uint8Array(buffer);
   arena.words = new Uint32Array(buffer);
   arena.base = base;
+  arena.baseLow = Number(base & 0xffffffffn);
+  arena.baseHigh = Number(base >> 32n);
 }
 
 // binding.arena()'s [ArrayBuffer, low, high 32 bits of its address] as
@@ -118,18 +127,10 @@ function takeNextChunk() {
   arena.chunksTaken++;
 }
 
-// The offset where `size` bytes can be written now, in the chunk being
-// filled (taking the next chunk if they do not fit).  The bytes are taken
-// only when the writer moves arena.cursor past them.
-function roomFor(size) {
-  if (arena.cursor + size > arena.limit) takeNextChunk();
-  return arena.cursor;
-}
-
 // Gives up what every chunk holds, as if the ring had gone all the way
 // round: every set is written again before it is next published.  For a
-// change in what a set's bytes must contain (lib/record.js: the thread
-// context was turned on).  The published set's bytes stay where they are
+// change in what a set's bytes must contain (lib/hooks/encode.js: records
+// were turned on in this thread).  The published set's bytes stay where they are
 // until then, since its chunk is taken only after it is unpublished.
 function invalidate() {
   for (let c = 0; c < CHUNKS; c++) generations[c].live = false;
@@ -154,4 +155,4 @@ function stats() {
   };
 }
 
-module.exports = { NO_BYTES, NOT_WRITTEN, arena, roomFor, takeKeyBytes, addressOf, setPinned, invalidate, stats };
+module.exports = { NO_BYTES, NOT_WRITTEN, arena, takeNextChunk, takeKeyBytes, addressOf, invalidate, stats };

@@ -5,16 +5,16 @@
 // AsyncLocalStorage and nothing else, so that withLabels, enterLabels and
 // getLabels keep their meaning and never throw for what the runtime lacks,
 // while profilers see no label (lib/addon.js said why, once).  lib/index.js
-// chooses it; it offers the same run, enter, store, current and state as
-// lib/context/hooks.js.
+// chooses it; it offers the same run, enter, entered, current and state as
+// lib/hooks/follow.js.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { EMPTY } = require('../labelset');
+const { EMPTY, recordsOn } = require('./encode');
 
 const storage = new AsyncLocalStorage();
 
 // Runs fn with `set` current, synchronously and in the async work it
-// starts.  `prior` is what store() gives now.
+// starts.  `prior` is what entered() gives now.
 function run(set, fn, prior) {
   if (set === prior) return fn();
   return storage.run(set, fn);
@@ -24,7 +24,7 @@ function enter(set) {
   storage.enterWith(set);
 }
 
-function store() {
+function entered() {
   return storage.getStore();
 }
 
@@ -37,4 +37,4 @@ function state() {
   return { mechanism: 'AsyncLocalStorage alone (nothing published)', installed: undefined, depth: 0 };
 }
 
-module.exports = { run, enter, store, current, state };
+module.exports = { EMPTY, run, enter, entered, current, state, recordsOn };

@@ -1,5 +1,5 @@
 'use strict';
-// Frame mode's label sets in memory: how lib/context/frame.js's store
+// Frame mode's label sets in memory: how lib/frame/follow.js's store
 // objects get the bytes readers follow from them.
 //
 // The sets are those of lib/labelset.js (one set of reading, checking and
@@ -20,13 +20,13 @@
 // object, its OpenTelemetry store (store.otel), whose internal field 0
 // points at the record: readers of the Node.js schema
 // (otel_thread_ctx_nodejs_v1) walk the frame to that store, under the
-// second AsyncLocalStorage (lib/context/frame.js), and read field 0, as they
+// second AsyncLocalStorage (lib/frame/follow.js), and read field 0, as they
 // read @datadog/pprof's.  The OpenTelemetry store keeps the record's chunk
 // (`chunk`).  A record is written whole before its store is made, and never
 // changed: a set is never rewritten, and a new span or label makes a new
 // set.  Sets written before records were on in this thread get theirs when
 // they are found in a frame as records turn on here, or when they are made
-// current again (lib/context/frame.js).
+// current again (lib/frame/follow.js).
 //
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
 // Each store object references its LabelSet (`set`), and the set its
@@ -37,24 +37,48 @@
 // Nothing is freed or reused by this file, and a worker's chunks go with
 // its isolate.  docs/design.md (Frame mode: memory and lifetime).
 
-const { LIMITS } = require('../checks');
-const { recordsOn, whenRecordsTurnOn, recordBytes, writeRecord } = require('../record');
+const { otelEnabled } = require('../addon');
+const { LabelSet } = require('../labelset');
+const { SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, putAscii, withinLimitsInChars } = require('../setbytes');
+const { recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
 const RECORD = 40;
-const SET = 24;
-const LABEL = 32;
+const SET = SET_SIZE;
+const LABEL = LABEL_SIZE;
 const TOKEN_LO = 0xfb5d7903;
 const TOKEN_HI = 0xec9eb507;
 const POOL = 64; // store objects made per native call (fill)
 const TWO32 = 4294967296;
-const MAX_KEY = LIMITS.maxKeyBytes;
-const MAX_VALUE = LIMITS.maxValueBytes;
 
-// Where each label's value is in the current chunk, and its length, for the
-// record to copy (lib/record.js).  Owner: this module; rewritten by each set.
-const valueAt = new Int32Array(LIMITS.maxLabels);
-const valueLength = new Int32Array(LIMITS.maxLabels);
+// A set in frame mode: its store object in the AsyncContextFrame
+// (lib/frame/follow.js), and the ArrayBuffer its bytes are in, which the
+// set keeps alive.  Written by this file only.
+class FrameSet extends LabelSet {
+  constructor(kv, span) {
+    super(kv, span);
+    this.store = null;
+    this.chunk = null;
+  }
+}
+
+// The set with no labels and no span: no store, readers find nothing.
+const EMPTY = new FrameSet([], null);
+
+// Whether this thread writes records: from the first time it asks after
+// any thread enabled the thread context (lib/addon.js otelEnabled), which
+// it does once per set written and once per set made current.  Turning on
+// runs `turnedOn` (lib/frame/follow.js), once.
+let records = false;
+let turnedOn = null;
+
+function recordsOn() {
+  if (records) return true;
+  if (otelEnabled[0] === 0) return false;
+  records = true;
+  if (turnedOn !== null) turnedOn();
+  return true;
+}
 
 // The companion (customlabels-v8.node): chunks and store objects.
 let native = null;
@@ -100,13 +124,13 @@ function newChunk() {
 }
 
 // Whether this thread wrote a set while records were off: if not, there
-// is nothing for lib/context/frame.js to find when records turn on.
+// is nothing for lib/frame/follow.js to find when records turn on.
 let writtenWithout = false;
 
 // Records turned on in this thread: every frame that holds a set written
 // before that, wherever it is current or waits to be (an await, a timer, a
 // bound callback), gets the set's OpenTelemetry store now
-// (lib/context/frame.js), before it can be current again.  Keeping a list of
+// (lib/frame/follow.js), before it can be current again.  Keeping a list of
 // the sets written while records are off
 // would cost every set: strong references pin each chunk's objects beside
 // its bytes (bench/frame-rss.js 12 on Node.js 24: RSS 590 MB against
@@ -121,7 +145,7 @@ let writtenWithout = false;
 // query cannot run (Node.js built without the inspector, --permission
 // without --allow-inspector, the package loaded in another realm than the
 // thread's main one), a set gets its record only when withLabels or
-// enterLabels makes it current from another set (lib/context/frame.js
+// enterLabels makes it current from another set (lib/frame/follow.js
 // storeOf()), not after an await or an inner withLabels.
 
 function wroteWithout() {
@@ -263,6 +287,8 @@ function tenure(store) {
     tSets = 0;
   }
   const at = tOff;
+  const tLo = tBase % TWO32;
+  const tHi = (tBase - tLo) / TWO32;
   const storage = at + RECORD + SET;
   let p = storage + LABEL * n;
   for (let i = 0; i < n; i++) {
@@ -273,16 +299,9 @@ function tenure(store) {
     valueAt[i] = p;
     valueLength[i] = vLen;
     p += vLen;
-    const l = (storage + LABEL * i) / 8;
-    writeWord(l, kLen);
-    writeWord(l + 1, tBase + kAt);
-    writeWord(l + 2, vLen);
-    writeWord(l + 3, tBase + valueAt[i]);
+    putLabel(tU32, storage, i, kLen, tLo + kAt, vLen, tLo + valueAt[i], tHi);
   }
-  const s = (at + RECORD) / 8;
-  writeWord(s, tBase + storage);
-  writeWord(s + 1, n);
-  writeWord(s + 2, n);
+  putSet(tU32, at + RECORD, tLo + storage, tHi, n);
   p = (p + 7) & ~7;
   let otelAt = 0;
   if (otel) {
@@ -337,24 +356,18 @@ function room(n, most, records) {
 }
 
 // Writes `s` at `at` as UTF-8 (a lone surrogate as U+FFFD, as
-// lib/abi.js writes it); returns its length in bytes.
+// lib/hooks/encode.js writes it); returns its length in bytes.
 function writeString(s, at) {
   return bytes.utf8Write(s, at, 3 * s.length);
 }
 
 // Writes `s` at `at` if it is all ASCII and returns its length, or -1 as
-// soon as a character is not (the bytes before it written).  A loop in
-// JavaScript: Buffer's utf8Write went through Node's slow path from here
-// (SlowWriteString, some 1,700 instructions a request under callgrind for
-// a trace id and a user, against about 5 a character here).
+// soon as a character is not (lib/setbytes.js putAscii: Buffer's utf8Write
+// went through Node's slow path from here, SlowWriteString, some 1,700
+// instructions a request under callgrind for a trace id and a user,
+// against about 5 a character).
 function writeAscii(s, at) {
-  const n = s.length;
-  for (let j = 0; j < n; j++) {
-    const c = s.charCodeAt(j);
-    if (c > 0x7f) return -1;
-    bytes[at + j] = c;
-  }
-  return n;
+  return putAscii(bytes, s, at);
 }
 
 // Writes set.kv's labels (checked, or within the limits if `ascii`) into
@@ -402,23 +415,9 @@ function write(set, ascii) {
     }
     valueAt[i] = k.vAt;
     valueLength[i] = k.vLen;
-    const l = (storage + LABEL * i) >> 2;
-    u32[l] = k.len;
-    u32[l + 1] = 0;
-    u32[l + 2] = lo + k.at;
-    u32[l + 3] = hi;
-    u32[l + 4] = k.vLen;
-    u32[l + 5] = 0;
-    u32[l + 6] = lo + k.vAt;
-    u32[l + 7] = hi;
+    putLabel(u32, storage, i, k.len, lo + k.at, k.vLen, lo + k.vAt, hi);
   }
-  const s = at >> 2;
-  u32[s] = lo + storage;
-  u32[s + 1] = hi;
-  u32[s + 2] = n;
-  u32[s + 3] = 0;
-  u32[s + 4] = n;
-  u32[s + 5] = 0;
+  putSet(u32, at, lo + storage, hi, n);
   off = (p + 7) & ~7;
   const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
@@ -502,13 +501,9 @@ function giveUp(p) {
 // within the limits in characters whose strings are all ASCII (so within
 // them in bytes); any writes a set already checked.
 const writer = {
+  Set: FrameSet,
   ascii(set) {
-    const kv = set.kv;
-    for (let i = 0; i < kv.length; i += 2) {
-      const kl = kv[i].length;
-      if (kl === 0 || kl > MAX_KEY || kv[i + 1].length > MAX_VALUE) return false;
-    }
-    return write(set, true);
+    return withinLimitsInChars(set.kv) && write(set, true);
   },
   any(set) {
     write(set, false);
@@ -516,11 +511,11 @@ const writer = {
 };
 
 // Starts writing this thread's sets with the companion `v8`; returns the
-// writer for lib/labelset.js (useWriter).  `turnedOn` runs when records turn
-// on in this thread (lib/record.js whenRecordsTurnOn).
-function start(v8, turnedOn) {
+// writer for lib/labelset.js (useWriter).  `onRecords` runs when records
+// turn on in this thread (recordsOn).
+function start(v8, onRecords) {
   native = v8;
-  whenRecordsTurnOn(turnedOn);
+  turnedOn = onRecords;
   newChunk();
   return writer;
 }
@@ -530,4 +525,4 @@ function chunkState() {
   return { chunk: buf, chunkBytes: CHUNK };
 }
 
-module.exports = { start, attach, wroteWithout, liveObjects, chunkState, CHUNK, RECORD };
+module.exports = { EMPTY, start, recordsOn, attach, wroteWithout, liveObjects, chunkState };

@@ -1,19 +1,17 @@
 'use strict';
-// The bytes readers see: a label set's Custom Label ABI v1 bytes, written
-// into this thread's arena (lib/arena.js): a custom_labels_labelset_t, then
-// its entries, then the value bytes (and the key bytes of keys not in the
-// key area), all in one aligned block of one chunk, so that a set is intact
-// exactly as long as its chunk is.  Once the OpenTelemetry thread context
-// is on, the set's OTEP 4947 record follows in the same block
+// Hooks mode's set encoder: a label set's Custom Label ABI v1 bytes,
+// written into this thread's arena (lib/hooks/arena.js): the set, then its
+// labels, then the value bytes (and the key bytes of keys not in the key
+// area), all in one aligned block of one chunk, so that a set is intact
+// exactly as long as its chunk is.  Once records are on in this thread
+// (recordsOn, below), the set's OTEP 4947 record follows in the same block
 // (lib/record.js).
 //
-// encode(set) writes the labels in set.kv and records where: set.offset in
-// the arena, set.word (the address as the 64-bit integer that is
-// published), set.record (its record's address, or 0n) and set.generation,
-// that of the chunk's current contents.  lib/labelset.js has a new set
-// written by encodeAscii, which takes only sets that are within the limits
-// by construction, and checks any other set before it has encodeAny write
-// it; lib/context/hooks.js has a stale set written again with encode() just
+// This file hands lib/labelset.js its writer (HooksSet, ascii, any) when it
+// loads, which happens only in hooks mode.  A set's bytes are written by
+// encodeAscii, which takes only sets that are within the limits by
+// construction, or, once lib/labelset.js checked it, by encodeAny;
+// lib/hooks/follow.js has a stale set written again with encode() just
 // before it is published (inside an async hook, where a throw would end the
 // process).  Nothing here throws.
 //
@@ -21,32 +19,75 @@
 // whether its bytes are intact depends on its own chunk alone.  Its keys
 // point into the key area, where each distinct ASCII key is written once
 // and never reused (below), or are its own copies too.  For ASCII strings
-// (nearly every label) one call writes the set: into WebAssembly where it
-// runs (lib/setwriter.js) and every key is in the key area, else into the
-// addon.
+// (nearly every label) one writer writes the whole set: the JavaScript one
+// of lib/setbytes.js (`WRITER`, below, says why that one).
 
-const { binding, LAYOUT } = require('./addon');
-const { LIMITS, utf8Length } = require('./checks');
-const { arena, roomFor, takeKeyBytes, NO_BYTES, NOT_WRITTEN } = require('./arena');
-const { recordsOn, recordBytes, writeRecord, byPosition } = require('./record');
+const { binding, otelEnabled } = require('../addon');
+const { LIMITS, utf8Length } = require('../checks');
+const { LabelSet, useWriter } = require('../labelset');
+const {
+  SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, putAscii, withinLimitsInChars, byPosition,
+} = require('../setbytes');
+const { arena, takeNextChunk, takeKeyBytes, invalidate, addressOf, NO_BYTES, NOT_WRITTEN } = require('./arena');
+const { recordBytes, writeRecord } = require('../record');
 const setwriter = require('./setwriter');
 
-// The layout, which lib/addon.js checked against the addon's.
-const SET_SIZE = LAYOUT.setSize;
-const LABEL_SIZE = LAYOUT.labelSize;
-// Field positions in 32-bit words: every field is a little-endian 64-bit
-// length or pointer, written as its low and high halves.
-const SET_STORAGE = LAYOUT.setStorage >> 2;
-const SET_COUNT = LAYOUT.setCount >> 2;
-const SET_CAPACITY = LAYOUT.setCapacity >> 2;
-const ENTRY_WORDS = LABEL_SIZE >> 2;
-const KEY_WORD = LAYOUT.labelKey >> 2;
-const VALUE_WORD = LAYOUT.labelValue >> 2;
-const LEN_WORD = LAYOUT.stringLen >> 2;
-const BUF_WORD = LAYOUT.stringBuf >> 2;
-const ALIGN_MASK = LAYOUT.align - 1;
-const MAX_KEY = LIMITS.maxKeyBytes;
-const MAX_VALUE = LIMITS.maxValueBytes;
+const ALIGN_MASK = (binding ? binding.layout.align : 8) - 1;
+
+// A set in hooks mode: where its bytes are.  Written by this file only.
+class HooksSet extends LabelSet {
+  constructor(kv, span) {
+    super(kv, span);
+    this.offset = -1; // where its block is in the arena; -1: no ABI bytes, NULL is published
+    this.setAddress = 0n; // the address published in custom_labels_current_set, as a 64-bit integer (lib/addon.js says why)
+    this.recordAddress = 0n; // the address published in otel_thread_ctx_v1 (its OTEP 4947 record), or 0n
+    this.generation = NO_BYTES; // the Generation of the chunk that holds its block (lib/hooks/arena.js)
+  }
+
+  // The published address as a number, for diagnostics and tests (0 for NULL).
+  get address() {
+    return this.offset < 0 ? 0 : addressOf(this.offset);
+  }
+}
+
+// The set with no labels and no span: NULL is published.
+const EMPTY = new HooksSet([], null);
+
+// Which writer writes an ASCII set, chosen once: the JavaScript one
+// (writeJs, with lib/setbytes.js).  The WebAssembly writer
+// (lib/hooks/setwriter.js, where V8 has the JS String Builtins) and the
+// addon's (src/labelset.c) saved less than 15 % of a new set's
+// instructions against it on every Node measured (bench/writers.js;
+// docs/design.md, Writers), so they write only where CUSTOMLABELS_WRITER
+// asks for them, for comparisons (tests, bench/writers.js).
+const WRITER = binding === null ? 'none'
+  : process.env.CUSTOMLABELS_WRITER === 'addon' ? 'addon'
+    : setwriter.available ? 'wasm' : 'js';
+
+// Whether this thread writes records.  The process-wide word (lib/addon.js)
+// is set by the first enableThreadContext() call in any thread; this thread
+// turns records on the first time it asks after that, which it does once
+// per set written and once per set published (lib/hooks/follow.js).
+// Turning on is done once: from then on every set is written with its
+// record, and every set written before is written again, record and all,
+// before it is next published (lib/hooks/arena.js invalidate()).
+let records = false;
+
+function recordsOn() {
+  if (records) return true;
+  if (binding === null || otelEnabled[0] === 0) return false;
+  records = true;
+  invalidate();
+  return true;
+}
+
+// The offset where `size` bytes can be written now, in the chunk being
+// filled (taking the next chunk if they do not fit).  The bytes are taken
+// only when the writer moves arena.cursor past them.
+function roomFor(size) {
+  if (arena.cursor + size > arena.limit) takeNextChunk();
+  return arena.cursor;
+}
 
 // ---------------------------------------------------------------------------
 // The key area.  A service puts the same few keys on every set (route,
@@ -100,10 +141,6 @@ const writeArgs = binding ? new Uint32Array(binding.writeArgs()) : null;
 const KEY_PLACES = 2;
 const NOT_IN_KEY_AREA = 0xffffffff;
 const REFUSED = 0xffffffff;
-// Where the ABI bytes of the set being written put each value, for its
-// record to copy: arena offset and byte length, by label.
-const valueAt = new Int32Array(LIMITS.maxLabels);
-const valueLength = new Int32Array(LIMITS.maxLabels);
 
 // Writes a set that lib/labelset.js made and checked, or a stale one
 // again.  Never throws.
@@ -113,14 +150,14 @@ function encode(set) {
 
 // The sets with nothing to write, whatever their strings: true when `set`
 // is one of them, and it is then done.
-function nothingToWrite(set, n, records) {
-  if (n !== 0 || (records && set.span !== null)) return false;
+function nothingToWrite(set, n, withRecord) {
+  if (n !== 0 || (withRecord && set.span !== null)) return false;
   // NULL is published.  A span without labels still has a record to write
   // once records are on: until then, such a set is never intact, so that
   // it is looked at again when published.
   set.offset = -1;
-  set.word = 0n;
-  set.record = 0n;
+  set.setAddress = 0n;
+  set.recordAddress = 0n;
   set.generation = set.span === null || binding === null ? NO_BYTES : NOT_WRITTEN;
   return true;
 }
@@ -128,31 +165,31 @@ function nothingToWrite(set, n, records) {
 // The bytes of the set's block: the ABI set (none for a set without
 // labels, which is published as NULL) and, after up to 3 bytes that align
 // it to 4, its record.
-function blockBytes(n, stringBytes, valueBytes, records) {
+function blockBytes(n, stringBytes, valueBytes, withRecord) {
   const abi = n === 0 ? 0 : SET_SIZE + n * LABEL_SIZE + stringBytes;
-  return records ? abi + 3 + recordBytes(n, valueBytes) : abi;
+  return withRecord ? abi + 3 + recordBytes(n, valueBytes) : abi;
 }
 
 // Closes the block of a set whose ABI bytes (all written) start at
 // `offset` and whose strings end at `at`: writes its record if records are
 // on, takes the space, and records where it all is.
-function closeBlock(set, n, offset, at, records) {
+function closeBlock(set, n, offset, at, withRecord) {
   let end = at;
-  if (records) {
+  if (withRecord) {
     const r = (at + 3) & ~3;
     end = writeRecord(arena.bytes, arena.words, r, set, n, valueAt, valueLength);
-    set.record = arena.base + BigInt(r);
+    set.recordAddress = arena.base + BigInt(r);
   } else {
-    set.record = 0n;
+    set.recordAddress = 0n;
   }
   arena.cursor = (end + ALIGN_MASK) & ~ALIGN_MASK;
   set.generation = arena.generation;
   if (n === 0) {
     set.offset = -1;
-    set.word = 0n;
+    set.setAddress = 0n;
   } else {
     set.offset = offset;
-    set.word = arena.base + BigInt(offset);
+    set.setAddress = arena.base + BigInt(offset);
   }
 }
 
@@ -167,10 +204,11 @@ function closeBlock(set, n, offset, at, records) {
 // addon: such a set is checked in UTF-8 bytes, then written by encodeAny.
 function encodeAscii(set) {
   const n = set.kv.length >> 1;
-  const records = binding !== null && recordsOn();
-  if (nothingToWrite(set, n, records)) return true;
+  const withRecord = recordsOn();
+  if (nothingToWrite(set, n, withRecord)) return true;
   if (binding === null) return false;
   const kv = set.kv;
+  if (!withinLimitsInChars(kv)) return false;
   let chars = 0;
   let valueChars = 0;
   let placed = true;
@@ -178,7 +216,6 @@ function encodeAscii(set) {
     const key = kv[2 * i];
     const kl = key.length;
     const vl = kv[2 * i + 1].length;
-    if (kl === 0 || kl > MAX_KEY || vl > MAX_VALUE) return false;
     const at = keyOffset(key, i);
     if (at < 0) {
       writeArgs[KEY_PLACES + i] = NOT_IN_KEY_AREA;
@@ -190,14 +227,16 @@ function encodeAscii(set) {
     chars += vl;
     valueChars += vl;
   }
-  const offset = roomFor(blockBytes(n, chars, valueChars, records));
+  const offset = roomFor(blockBytes(n, chars, valueChars, withRecord));
   let at = offset;
   if (n !== 0) {
     at = offset + SET_SIZE + n * LABEL_SIZE + chars;
-    const written = placed && setwriter.write !== null ? writeWasm(offset, at, kv, n) : writeSet(offset, at, kv);
+    const written = WRITER === 'js' ? writeJs(offset, at, kv, n)
+      : placed && WRITER === 'wasm' && setwriter.write !== null ? writeWasm(offset, at, kv, n)
+        : writeSet(offset, at, kv);
     if (written !== at) return false;
   }
-  if (records) {
+  if (withRecord && WRITER !== 'js') {
     // Where each value landed, for the record to copy: the strings copied
     // follow the entries in order, one byte per character.
     let p = offset + SET_SIZE + n * LABEL_SIZE;
@@ -208,8 +247,43 @@ function encodeAscii(set) {
       p += valueLength[i];
     }
   }
-  closeBlock(set, n, offset, at, records);
+  closeBlock(set, n, offset, at, withRecord);
   return true;
+}
+
+// The JavaScript writer (lib/setbytes.js) of an ASCII set whose block is
+// [offset, end), keys with a place in the key area pointing there: returns
+// where its last string ends, or -1 where a string is not ASCII.
+function writeJs(offset, end, kv, n) {
+  const bytes = arena.bytes;
+  const words = arena.words;
+  const low = arena.baseLow;
+  const high = arena.baseHigh;
+  const storage = offset + SET_SIZE;
+  let p = storage + n * LABEL_SIZE;
+  for (let i = 0; i < n; i++) {
+    const place = writeArgs[KEY_PLACES + i];
+    let keyAt;
+    let keyLength;
+    if (place === NOT_IN_KEY_AREA) {
+      keyAt = p;
+      keyLength = putAscii(bytes, kv[2 * i], p);
+      if (keyLength < 0) return -1;
+      p += keyLength;
+    } else {
+      keyAt = (place - (place & 63)) / 64;
+      keyLength = place & 63;
+    }
+    const length = putAscii(bytes, kv[2 * i + 1], p);
+    if (length < 0) return -1;
+    valueAt[i] = p;
+    valueLength[i] = length;
+    putLabel(words, storage, i, keyLength, low + keyAt, length, low + p, high);
+    p += length;
+  }
+  if (p !== end) return -1;
+  putSet(words, offset, low + storage, high, n);
+  return p;
 }
 
 // binding.writeSet(key, value, ...), with the block and the key places in
@@ -248,27 +322,18 @@ function writeWasm(offset, end, kv, n) {
   }
 }
 
-// Writes a pointer at word w as its low and high halves: `low` is the low
-// half of the arena's address plus the offset, and may carry into the high
-// half.
-function putPointer(words, w, low, high) {
-  words[w] = low;
-  words[w + 1] = low > 0xffffffff ? high + 1 : high;
-}
-
 // Any set that lib/labelset.js checked (well-formed keys, every string
 // within the limits in UTF-8 bytes): measures each string, writes it with
-// Buffer#write, and the pointers as 32-bit halves of the arena's address.
-// Without the addon the set keeps its JavaScript meaning and is never
-// published.
+// Buffer#write, and the labels with lib/setbytes.js.  Without the addon
+// the set keeps its JavaScript meaning and is never published.
 function encodeAny(set) {
   const n = set.kv.length >> 1;
-  const records = binding !== null && recordsOn();
-  if (nothingToWrite(set, n, records)) return;
+  const withRecord = recordsOn();
+  if (nothingToWrite(set, n, withRecord)) return;
   if (binding === null) {
     set.offset = -1;
-    set.word = 0n;
-    set.record = 0n;
+    set.setAddress = 0n;
+    set.recordAddress = 0n;
     set.generation = NO_BYTES;
     return;
   }
@@ -281,38 +346,32 @@ function encodeAny(set) {
     stringBytes += length;
     if ((i & 1) === 1) valueBytes += length;
   }
-  const offset = roomFor(blockBytes(n, stringBytes, valueBytes, records));
-  const words = arena.words;
+  const offset = roomFor(blockBytes(n, stringBytes, valueBytes, withRecord));
   if (arena.buffer === null) arena.buffer = Buffer.from(arena.bytes.buffer);
-  // The arena's address as halves (it may cross a 4 GiB boundary: putPointer).
-  const low = Number(arena.base & 0xffffffffn);
-  const high = Number(arena.base >> 32n);
-  const w = (offset + SET_SIZE) >> 2;
-  let at = n === 0 ? offset : offset + SET_SIZE + n * LABEL_SIZE;
-  for (let i = 0; i < 2 * n; i++) {
-    const length = lengths[i];
-    arena.buffer.write(kv[i], at, length, 'utf8');
-    // String i is entry i >> 1's key (i even) or value (i odd); a buf is
-    // never NULL, even for an empty value.
-    const field = w + (i >> 1) * ENTRY_WORDS + ((i & 1) === 0 ? KEY_WORD : VALUE_WORD);
-    words[field + LEN_WORD] = length;
-    words[field + LEN_WORD + 1] = 0;
-    putPointer(words, field + BUF_WORD, low + at, high);
-    if ((i & 1) === 1) {
-      valueAt[i >> 1] = at;
-      valueLength[i >> 1] = length;
-    }
+  // The arena's address as halves (it may cross a 4 GiB boundary:
+  // lib/setbytes.js putPointer carries).
+  const low = arena.baseLow;
+  const high = arena.baseHigh;
+  const storage = offset + SET_SIZE;
+  let at = n === 0 ? offset : storage + n * LABEL_SIZE;
+  for (let i = 0; i < n; i++) {
+    const keyAt = at;
+    const keyLength = lengths[2 * i];
+    arena.buffer.write(kv[2 * i], at, keyLength, 'utf8');
+    at += keyLength;
+    // A buf is never NULL, even for an empty value.
+    const length = lengths[2 * i + 1];
+    arena.buffer.write(kv[2 * i + 1], at, length, 'utf8');
+    valueAt[i] = at;
+    valueLength[i] = length;
+    putLabel(arena.words, storage, i, keyLength, low + keyAt, length, low + at, high);
     at += length;
   }
-  if (n !== 0) {
-    const h = offset >> 2;
-    putPointer(words, h + SET_STORAGE, low + offset + SET_SIZE, high);
-    words[h + SET_COUNT] = n;
-    words[h + SET_COUNT + 1] = 0;
-    words[h + SET_CAPACITY] = n;
-    words[h + SET_CAPACITY + 1] = 0;
-  }
-  closeBlock(set, n, offset, at, records);
+  if (n !== 0) putSet(arena.words, offset, low + storage, high, n);
+  closeBlock(set, n, offset, at, withRecord);
 }
 
-module.exports = { encode, encodeAscii, encodeAny };
+// What lib/labelset.js writes this mode's sets with.
+useWriter({ Set: HooksSet, ascii: encodeAscii, any: encodeAny });
+
+module.exports = { EMPTY, WRITER, encode, recordsOn };

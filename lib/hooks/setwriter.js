@@ -1,42 +1,41 @@
 'use strict';
 // The WebAssembly set writer (src/setwriter.wat, built into
-// lib/setwriter.wasm).  With the JS String Builtins, WebAssembly reads a
-// JavaScript string's characters itself, so a new set's bytes are written
-// with no call into the addon.  On V8 13 and later (Node 24 and later) that
-// measured cheaper than the addon's call; on V8 12 (Node 22), which has the
-// builtins too, it measured dearer, so there it is not used (bench/README.md
-// at commit 54ee2cd has the figures).  The module's memory is then the
-// thread's arena: it is made when the arena is first needed (lib/arena.js),
-// and the addon adopts it (src/addon.c adoptArena), holding it until the
-// thread's environment is torn down.  Elsewhere (Node 20, or a Node without
-// WebAssembly) the addon maps the arena and writes the sets, as it always
-// does for a set with a key outside the key area (lib/abi.js).
-//
+// lib/hooks/setwriter.wasm).  With the JS String Builtins (V8 12 and later:
+// Node 22 and later), WebAssembly reads a JavaScript string's characters
+// itself, so a new set's bytes are written with no call into the addon.
+// It measured under 15 % cheaper per new set than the JavaScript writer of
+// lib/setbytes.js on every Node (docs/design.md, Writers), so it writes the
+// sets only where CUSTOMLABELS_WRITER=wasm asks for it.  The module's
+// memory is then the thread's arena: it is made when the arena is first
+// needed (lib/hooks/arena.js), and the addon adopts it (src/addon.c
+// adoptArena), holding it until the thread's environment is torn down.
+// Elsewhere the addon maps the arena.
+
 // The module repeats the arena's layout and the label limits as constants
 // (src/setwriter.wat); they are checked against the addon's layout and
 // lib/checks.js when the instance is made, and a module that disagrees is
 // not used.
 //
-// CUSTOMLABELS_WRITER, read once at load, overrides the choice, for
-// comparing the two writers (tests, benchmarks): `addon` keeps to the
-// addon's, `wasm` takes this one wherever V8 has the builtins.
+// CUSTOMLABELS_WRITER, read once at load, chooses a writer for comparing
+// them (tests, bench/writers.js): `wasm` this one wherever V8 has the
+// builtins, `addon` the addon's, `js` (the default) lib/setbytes.js's
+// (lib/hooks/encode.js).
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { binding } = require('./addon');
-const { LIMITS, quote } = require('./checks');
+const { binding } = require('../addon');
+const { LIMITS, quote } = require('../checks');
 
 // The compiled module, or null with the reason this thread does without it.
 function compile() {
   if (binding === null) return { compiled: null, reason: 'there is no addon' };
   const chosen = process.env.CUSTOMLABELS_WRITER;
-  if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm') {
-    process.emitWarning(`CUSTOMLABELS_WRITER=${quote(chosen)} is neither "addon" nor "wasm"; ignored`,
+  if (chosen !== undefined && chosen !== 'addon' && chosen !== 'wasm' && chosen !== 'js') {
+    process.emitWarning(`CUSTOMLABELS_WRITER=${quote(chosen)} is neither "addon", "wasm" nor "js"; ignored`,
       { code: 'CUSTOMLABELS_WRITER' });
   }
-  if (chosen === 'addon') return { compiled: null, reason: 'CUSTOMLABELS_WRITER=addon' };
-  if (chosen !== 'wasm' && Number(process.versions.v8.split('.')[0]) < 13) {
-    return { compiled: null, reason: 'the addon writes sets faster on V8 12 and earlier' };
+  if (chosen !== 'wasm') {
+    return { compiled: null, reason: 'the JavaScript writer writes the sets (CUSTOMLABELS_WRITER=wasm chooses this one)' };
   }
   if (typeof WebAssembly !== 'object') return { compiled: null, reason: 'this Node.js runs without WebAssembly' };
   let compiled;

@@ -2,8 +2,8 @@
 // Following the context with V8's AsyncContextFrame: frame mode.  One
 // mechanism of following the context; lib/index.js chooses it when the
 // operator asks for it (CUSTOMLABELS_PUBLISH=frame) and it can run, and it
-// offers the same run, enter, store, current and state as
-// lib/context/hooks.js.
+// offers the same run, enter, entered, current and state as
+// lib/hooks/follow.js.
 //
 // Where AsyncContextFrame is on, V8 carries every AsyncLocalStorage's store
 // across every async hop by itself, and the isolate's CPED slot holds the
@@ -21,13 +21,14 @@
 // installed, and custom_labels_current_set stays NULL.
 //
 // How each set's bytes, its record for Parca Agent and its OpenTelemetry
-// record are laid out and how long they live: lib/context/frame-sets.js.
+// record are laid out and how long they live: lib/frame/sets.js.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
-const { EMPTY, useWriter } = require('../labelset');
-const { recordsOn } = require('../record');
-const sets = require('./frame-sets');
+const { useWriter } = require('../labelset');
+const sets = require('./sets');
+
+const { EMPTY, recordsOn } = sets;
 
 // What frame mode calls on the companion (here and in frame-sets.js).
 const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live'];
@@ -101,12 +102,12 @@ function start(v8) {
 const mapGet = Map.prototype.get;
 const mapSet = Map.prototype.set;
 
-// Records turned on in this thread (lib/record.js): from now on each set
+// Records turned on in this thread (lib/frame/sets.js recordsOn): from now on each set
 // made current puts its OpenTelemetry store in the frame beside its store.
 // The frames made before hold the store only, and a set current in one of
 // them (an await, a timer, a bound callback, the caller's own frame) comes
 // back with no hook to see it: so each such frame is found once, in the
-// heap (lib/context/frame-sets.js liveObjects), and given the set's
+// heap (lib/frame/sets.js liveObjects), and given the set's
 // OpenTelemetry store in place, under otelStorage.  Node itself changes a
 // frame in place (AsyncLocalStorage.disable() deletes its entry), and every
 // continuation that shares the frame should see the record.
@@ -159,7 +160,7 @@ function storeOf(set) {
 }
 
 // Runs fn with `set` current, synchronously and in the async work it
-// starts.  `prior` is what store() gives now.  This is what
+// starts.  `prior` is what entered() gives now.  This is what
 // AsyncLocalStorage.run does (enterWith, then enterWith the prior store),
 // less its own lookup of the prior store, which the caller made already:
 // a set current in the frame always has its store object.
@@ -186,7 +187,7 @@ function enter(set) {
 }
 
 // The current set, or undefined where none was made current.
-function store() {
+function entered() {
   const s = storage.getStore();
   return s === undefined ? undefined : s.set;
 }
@@ -216,4 +217,4 @@ function otelLayout() {
   };
 }
 
-module.exports = { unavailable, start, run, enter, store, current, state, otelLayout, CHUNK: sets.CHUNK, RECORD: sets.RECORD };
+module.exports = { EMPTY, unavailable, start, run, enter, entered, current, state, recordsOn, otelLayout };

@@ -1,0 +1,66 @@
+'use strict';
+// Which files of lib/ each mode loads: hooks mode (lib/hooks/) and frame
+// mode (lib/frame/) each load their own folder and what both share, never
+// the other's, and frame mode compiles no WebAssembly (the set writer of
+// lib/hooks/setwriter.js is hooks mode's).  Each mode runs in a child
+// process, since the mode is chosen once per thread when the package loads;
+// the child labels, enables the thread context, labels again, and lists
+// require.cache.
+
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const needs = require('./helpers/needs');
+
+const ROOT = path.join(__dirname, '..');
+
+// The lib/ files the child loaded, relative to lib/, the mode it ran in,
+// and how many WebAssembly modules it compiled.
+function loaded(mode) {
+  const code = `
+    let compiled = 0;
+    const count = (f) => function (...args) { compiled++; return f.apply(this, args); };
+    WebAssembly.Module = new Proxy(WebAssembly.Module, { construct(t, a) { compiled++; return Reflect.construct(t, a); } });
+    WebAssembly.compile = count(WebAssembly.compile);
+    WebAssembly.instantiate = count(WebAssembly.instantiate);
+    const cl = require('.');
+    cl.withLabels({ route: '/a', user: 'u1' }, () => cl.getLabels());
+    cl.enableThreadContext();
+    cl.withLabels({ route: '/b', 'clé': 'välue' }, () => cl.getLabels());
+    const lib = ${JSON.stringify(path.join(ROOT, 'lib') + path.sep)};
+    const files = Object.keys(require.cache).filter((f) => f.startsWith(lib)).map((f) => f.slice(lib.length)).sort();
+    process.stdout.write(JSON.stringify({ mode: cl.publishMode, files, compiled }));`;
+  const r = spawnSync(process.execPath, [...process.execArgv, '-e', code],
+    { cwd: ROOT, encoding: 'utf8', timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: mode } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+describe('the files of lib/ each mode loads', function () {
+  this.timeout(60000);
+
+  before(function () {
+    needs.platform(this);
+    if (!require('..').supported) needs.feature(this, 'addon', `the addon did not load: ${require('..').unsupportedReason}`);
+  });
+
+  it('hooks mode loads lib/hooks/ and what both modes share, and nothing of lib/frame/', () => {
+    const { mode, files } = loaded('hooks');
+    assert.equal(mode, 'hooks');
+    assert.deepEqual(files.filter((f) => f.startsWith('frame/')), [], files.join(', '));
+    for (const f of ['index.js', 'labelset.js', 'setbytes.js', 'hooks/follow.js', 'hooks/encode.js', 'hooks/arena.js']) {
+      assert.ok(files.includes(f), `${f} among ${files.join(', ')}`);
+    }
+  });
+
+  it('frame mode loads lib/frame/ and what both modes share, nothing of lib/hooks/, and compiles no WebAssembly', function () {
+    needs.frameMode(this);
+    const { mode, files, compiled } = loaded('frame');
+    assert.equal(mode, 'frame');
+    assert.deepEqual(files.filter((f) => f.startsWith('hooks/')), [], files.join(', '));
+    for (const f of ['index.js', 'labelset.js', 'setbytes.js', 'frame/follow.js', 'frame/sets.js']) {
+      assert.ok(files.includes(f), `${f} among ${files.join(', ')}`);
+    }
+    assert.equal(compiled, 0, 'WebAssembly modules compiled');
+  });
+});
