@@ -131,6 +131,7 @@ struct FrameEnv {
   Global<Object> als;
   Global<Object> otel_als;
   Global<ObjectTemplate> store;
+  Global<Object> model;
   Global<Object> otel_model;
   cl_frame_tls_t tls;
   std::unordered_map<uint32_t, Group> groups;
@@ -192,6 +193,7 @@ void Cleanup(void* arg) {
   env->als.Reset();
   env->otel_als.Reset();
   env->store.Reset();
+  env->model.Reset();
   env->otel_model.Reset();
   delete env;
 }
@@ -251,10 +253,14 @@ void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> o
 
 // fill(n, first, stride, group): an array of n store objects, the i-th
 // pointing at first + i * stride, each tracked weakly in `group` (the chunk
-// the records are in).  One call for many objects: the first is made from the
-// template, the others are copies of it (a copy of a JSObject is much cheaper
-// than instantiating a template, and keeps its internal field), each then
-// given its own record.
+// the records are in).  One call for many objects, each a copy of a model
+// made once per environment from the template (a copy of a JSObject is much
+// cheaper than instantiating a template, and keeps its internal field),
+// then given its own record.  The model has the two properties JavaScript
+// gives a store (`set`, and `otel` once records are on) already, as
+// undefined: so that storing them is a plain field store on every copy,
+// not a transition to another hidden class and a property array made per
+// store (lib/context/frame-sets.js write()).
 constexpr uint32_t kFillMax = 256;
 void Fill(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
@@ -265,15 +271,23 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
   uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
+  if (env->model.IsEmpty()) {
+    Local<Object> model;
+    if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+    SetField(model, 0, nullptr);
+    if (model->Set(context, String::NewFromUtf8Literal(isolate, "set"), v8::Undefined(isolate)).IsNothing() ||
+        model->Set(context, String::NewFromUtf8Literal(isolate, "otel"), v8::Undefined(isolate)).IsNothing())
+      return;
+    env->model.Reset(isolate, model);
+  }
   std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
-  Local<Object> model;
-  if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+  Local<Object> model = env->model.Get(isolate);
   for (uint32_t i = 0; i < n; i++) {
 #if V8_MAJOR_VERSION >= 13
-    Local<Object> obj = i == 0 ? model : model->Clone(isolate);
+    Local<Object> obj = model->Clone(isolate);
 #else
-    Local<Object> obj = i == 0 ? model : model->Clone();
+    Local<Object> obj = model->Clone();
 #endif
     SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
     Track(isolate, group, obj);
