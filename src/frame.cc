@@ -296,8 +296,41 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
 }
 
-// chunk(size): [ArrayBuffer, address] over `size` bytes (zeroed before V8 13,
-// Node 22; not from V8 13 on, Node 24 and later) whose address
+// putAscii(chunk, offset, string): writes `string` into the ArrayBuffer
+// `chunk` at `offset` if it is one-byte and all ASCII, and returns its
+// length; otherwise returns -1, and what it wrote there is not used
+// (JavaScript writes the set again as UTF-8, lib/context/frame-sets.js).
+// A chunk's strings are written here rather than a character at a time in
+// JavaScript: charCodeAt dispatches on the string's representation at
+// every character (a trace id or a route is often a ConsString), some 47
+// instructions a character under callgrind in optimized code, and it
+// flattens a ConsString first, a new string for the GC.  WriteOneByte
+// copies from any representation without flattening.  Bounds are checked
+// here: nothing is written outside the chunk.
+void PutAscii(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  args.GetReturnValue().Set(-1);
+  if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsString()) return;
+  Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
+  uint32_t offset = args[1].As<v8::Uint32>()->Value();
+  Local<String> str = args[2].As<String>();
+  if (!str->IsOneByte()) return;
+  uint32_t length = static_cast<uint32_t>(str->Length());
+  size_t size = chunk->ByteLength();
+  if (offset > size || length > size - offset) return;
+  uint8_t* at = static_cast<uint8_t*>(chunk->Data()) + offset;
+#if V8_MAJOR_VERSION >= 13
+  str->WriteOneByteV2(isolate, 0, length, at);
+#else
+  str->WriteOneByte(isolate, at, 0, static_cast<int>(length), String::NO_NULL_TERMINATION);
+#endif
+  uint8_t high = 0;
+  for (uint32_t i = 0; i < length; i++) high |= at[i];
+  if (high & 0x80) return;
+  args.GetReturnValue().Set(length);
+}
+
+// chunk(size): [ArrayBuffer, address] over `size` zeroed bytes whose address
 // does not carry into its high 32 bits anywhere inside (JavaScript forms
 // addresses from the base's two halves).  The memory comes from Node's
 // ArrayBuffer allocator, so V8 counts it as external memory and collects
@@ -312,11 +345,12 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
   size_t size = args[0].As<v8::Uint32>()->Value();
   for (int attempt = 0; attempt < 4; attempt++) {
 #if V8_MAJOR_VERSION >= 13
-    // Uninitialized: zeroing 16 KiB was most of a chunk's cost, and
-    // JavaScript writes every byte a reader reads (the records' zero bytes
-    // included) before a store object points at it.
+    // Zeroed: JavaScript then leaves out the zero words of every set and
+    // record (the high halves of lengths and counts, a record's first 24
+    // bytes), some 14 stores a set, which cost more, spread over the
+    // chunk's sets, than zeroing the chunk once (measured with callgrind).
     Local<ArrayBuffer> buf;
-    if (!ArrayBuffer::MaybeNew(isolate, size, v8::BackingStoreInitializationMode::kUninitialized).ToLocal(&buf))
+    if (!ArrayBuffer::MaybeNew(isolate, size, v8::BackingStoreInitializationMode::kZeroInitialized).ToLocal(&buf))
       return;
 #else
     Local<ArrayBuffer> buf = ArrayBuffer::New(isolate, size);  // aborts when out of memory
@@ -498,6 +532,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "storeAls", StoreAls);
   Method(isolate, exports, data, "fill", Fill);
   Method(isolate, exports, data, "chunk", Chunk);
+  Method(isolate, exports, data, "putAscii", PutAscii);
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "retire", Retire);
   Method(isolate, exports, data, "live", Live);

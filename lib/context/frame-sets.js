@@ -342,19 +342,15 @@ function writeString(s, at) {
   return bytes.utf8Write(s, at, 3 * s.length);
 }
 
-// Writes `s` at `at` if it is all ASCII and returns its length, or -1 as
-// soon as a character is not (the bytes before it written).  A loop in
-// JavaScript: Buffer's utf8Write went through Node's slow path from here
-// (SlowWriteString, some 1,700 instructions a request under callgrind for
-// a trace id and a user, against about 5 a character here).
+// Writes `s` at `at` if it is all ASCII and returns its length, or -1
+// (what it wrote there then unused).  The companion copies it (putAscii):
+// a loop of charCodeAt in JavaScript cost some 47 instructions a character
+// under callgrind, even optimized, where the string is a ConsString (a
+// trace id or a route built by concatenation), and Buffer's utf8Write went
+// through Node's slow path from here (SlowWriteString, some 1,700
+// instructions a request for a trace id and a user).
 function writeAscii(s, at) {
-  const n = s.length;
-  for (let j = 0; j < n; j++) {
-    const c = s.charCodeAt(j);
-    if (c > 0x7f) return -1;
-    bytes[at + j] = c;
-  }
-  return n;
+  return native.putAscii(buf, at, s);
 }
 
 // Writes set.kv's labels (checked, or within the limits if `ascii`) into
@@ -385,7 +381,7 @@ function write(set, ascii) {
       k = keys.get(key);
       if (k === undefined) {
         const len = ascii ? writeAscii(key, p) : writeString(key, p);
-        if (len < 0) return giveUp(p);
+        if (len < 0) return giveUp(p + key.length);
         k = { key, at: p, len, value: undefined, c0: -1, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
@@ -401,7 +397,7 @@ function write(set, ascii) {
     const c0 = value.charCodeAt(0);
     if (c0 !== k.c0 || value !== k.value) {
       const vLen = ascii ? writeAscii(value, p) : writeString(value, p);
-      if (vLen < 0) return giveUp(p);
+      if (vLen < 0) return giveUp(p + value.length);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
@@ -411,12 +407,12 @@ function write(set, ascii) {
     valueAt[i] = k.vAt;
     valueLength[i] = k.vLen;
     const l = (storage + LABEL * i) >> 2;
+    // The words left out are zero already: a chunk comes zeroed, and no
+    // byte of it is written twice (the high halves of the lengths here).
     u32[l] = k.len;
-    u32[l + 1] = 0;
     u32[l + 2] = lo + k.at;
     u32[l + 3] = hi;
     u32[l + 4] = k.vLen;
-    u32[l + 5] = 0;
     u32[l + 6] = lo + k.vAt;
     u32[l + 7] = hi;
   }
@@ -424,21 +420,12 @@ function write(set, ascii) {
   u32[s] = lo + storage;
   u32[s + 1] = hi;
   u32[s + 2] = n;
-  u32[s + 3] = 0;
   u32[s + 4] = n;
-  u32[s + 5] = 0;
   off = (p + 7) & ~7;
   const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
-  // Its first 24 bytes are written too: a chunk is not zeroed (Node 24
-  // and later).
+  // Its first 24 bytes are zero already (the chunk came zeroed).
   const r = (poolAt + next * RECORD) >> 2;
-  u32[r] = 0;
-  u32[r + 1] = 0;
-  u32[r + 2] = 0;
-  u32[r + 3] = 0;
-  u32[r + 4] = 0;
-  u32[r + 5] = 0;
   u32[r + 6] = lo + at;
   u32[r + 7] = hi;
   u32[r + 8] = TOKEN_LO;
@@ -499,8 +486,10 @@ function attach(set) {
   store.otel = otelStore(otel);
 }
 
-// write() gave up on a set at `p`: the strings before p stay written, as
-// the key cache may already point at them, and the next set starts after.
+// write() gave up on a set, having written up to `p` (the string that was
+// not ASCII included): the strings before p stay written, as the key cache
+// may already point at them, and the next set starts after, on bytes never
+// written (a set's zero words are left as the zeroed chunk has them).
 function giveUp(p) {
   off = (p + 7) & ~7;
   return false;
