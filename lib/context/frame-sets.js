@@ -382,37 +382,40 @@ function write(set, ascii) {
       if (k === undefined) {
         const len = ascii ? writeAscii(key, p) : writeString(key, p);
         if (len < 0) return giveUp(p + key.length);
-        k = { key, at: p, len, value: undefined, c0: -1, vAt: 0, vLen: 0 };
+        k = { key, at: p, len, value: undefined, misses: 0, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
       }
       byPosition[i] = k;
     }
-    // The first character before the whole string: a value that changes
-    // (a trace id, a user) is nearly always another string of the same
-    // length, which === compares character by character, and in V8's
-    // runtime where it is a ConsString not yet flattened (some 300
-    // instructions a request under callgrind); most differ at the first.
-    // (charCodeAt flattens the string, which writing it does anyway.)
-    const c0 = value.charCodeAt(0);
-    if (c0 !== k.c0 || value !== k.value) {
+    // The value written last for this key is used again if it is the same
+    // string.  A value that changes from set to set (a trace id, a user)
+    // is nearly always another string of the same length, which ===
+    // compares character by character, in V8's runtime where it is a
+    // ConsString (some 300 instructions a request under callgrind): so a
+    // key whose value missed twice running compares only one set in 32,
+    // until it hits again.
+    const misses = k.misses;
+    if ((misses >= 2 && (misses & 31) !== 0) || value !== k.value) {
       const vLen = ascii ? writeAscii(value, p) : writeString(value, p);
       if (vLen < 0) return giveUp(p + value.length);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
-      k.c0 = c0;
+      k.misses = (misses + 1) & 0xffffff;
       p += vLen;
+    } else {
+      k.misses = 0;
     }
     valueAt[i] = k.vAt;
     valueLength[i] = k.vLen;
     const l = (storage + LABEL * i) >> 2;
-    // The words left out are zero already: a chunk comes zeroed, and no
-    // byte of it is written twice (the high halves of the lengths here).
     u32[l] = k.len;
+    u32[l + 1] = 0;
     u32[l + 2] = lo + k.at;
     u32[l + 3] = hi;
     u32[l + 4] = k.vLen;
+    u32[l + 5] = 0;
     u32[l + 6] = lo + k.vAt;
     u32[l + 7] = hi;
   }
@@ -420,12 +423,21 @@ function write(set, ascii) {
   u32[s] = lo + storage;
   u32[s + 1] = hi;
   u32[s + 2] = n;
+  u32[s + 3] = 0;
   u32[s + 4] = n;
+  u32[s + 5] = 0;
   off = (p + 7) & ~7;
   const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
-  // Its first 24 bytes are zero already (the chunk came zeroed).
+  // Its first 24 bytes are written too: a chunk is not zeroed (Node 24
+  // and later).
   const r = (poolAt + next * RECORD) >> 2;
+  u32[r] = 0;
+  u32[r + 1] = 0;
+  u32[r + 2] = 0;
+  u32[r + 3] = 0;
+  u32[r + 4] = 0;
+  u32[r + 5] = 0;
   u32[r + 6] = lo + at;
   u32[r + 7] = hi;
   u32[r + 8] = TOKEN_LO;
@@ -488,8 +500,7 @@ function attach(set) {
 
 // write() gave up on a set, having written up to `p` (the string that was
 // not ASCII included): the strings before p stay written, as the key cache
-// may already point at them, and the next set starts after, on bytes never
-// written (a set's zero words are left as the zeroed chunk has them).
+// may already point at them, and the next set starts after.
 function giveUp(p) {
   off = (p + 7) & ~7;
   return false;
