@@ -10,7 +10,7 @@
 // handle slot holding that AsyncLocalStorage) to the store, then from the
 // store's internal field 0 to a native record: 24 bytes zero, the label-set
 // pointer at +24 and the token at +32.  The set behind it is a Custom Label
-// ABI v1 set (lib/context/frame-sets.js writes both).
+// ABI v1 set (lib/frame/sets.js writes both).
 //
 // The OpenTelemetry Node.js thread context (otel_thread_ctx_nodejs_v1, the
 // design of open-telemetry/opentelemetry-ebpf-profiler
@@ -112,7 +112,7 @@ using v8::Value;
 // Per chunk (JavaScript's number for it): weak handles to the store objects
 // whose records are in that chunk, so that JavaScript can learn which are
 // still reachable once the chunk is retired (live()) and move just those
-// (lib/context/frame-sets.js); and, once retired, a weak handle to an
+// (lib/frame/sets.js); and, once retired, a weak handle to an
 // object made then, which the next collection empties: until it is empty,
 // no collection has run since, and the chunk's dead stores still look alive.
 // A weak handle does not keep its object; V8 empties it when the object is
@@ -131,6 +131,7 @@ struct FrameEnv {
   Global<Object> als;
   Global<Object> otel_als;
   Global<ObjectTemplate> store;
+  Global<Object> model;
   Global<Object> otel_model;
   cl_frame_tls_t tls;
   std::unordered_map<uint32_t, Group> groups;
@@ -192,6 +193,7 @@ void Cleanup(void* arg) {
   env->als.Reset();
   env->otel_als.Reset();
   env->store.Reset();
+  env->model.Reset();
   env->otel_model.Reset();
   delete env;
 }
@@ -251,10 +253,14 @@ void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> o
 
 // fill(n, first, stride, group): an array of n store objects, the i-th
 // pointing at first + i * stride, each tracked weakly in `group` (the chunk
-// the records are in).  One call for many objects: the first is made from the
-// template, the others are copies of it (a copy of a JSObject is much cheaper
-// than instantiating a template, and keeps its internal field), each then
-// given its own record.
+// the records are in).  One call for many objects, each a copy of a model
+// made once per environment from the template (a copy of a JSObject is much
+// cheaper than instantiating a template, and keeps its internal field),
+// then given its own record.  The model has the two properties JavaScript
+// gives a store (`set`, and `otel` once records are on) already, as
+// undefined: so that storing them is a plain field store on every copy,
+// not a transition to another hidden class and a property array made per
+// store (lib/frame/sets.js write()).
 constexpr uint32_t kFillMax = 256;
 void Fill(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
@@ -265,21 +271,70 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
   uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
+  if (env->model.IsEmpty()) {
+    Local<Object> model;
+    if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+    SetField(model, 0, nullptr);
+    if (model->Set(context, String::NewFromUtf8Literal(isolate, "set"), v8::Undefined(isolate)).IsNothing() ||
+        model->Set(context, String::NewFromUtf8Literal(isolate, "otel"), v8::Undefined(isolate)).IsNothing())
+      return;
+    env->model.Reset(isolate, model);
+  }
   std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
-  Local<Object> model;
-  if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
+  Local<Object> model = env->model.Get(isolate);
   for (uint32_t i = 0; i < n; i++) {
 #if V8_MAJOR_VERSION >= 13
-    Local<Object> obj = i == 0 ? model : model->Clone(isolate);
+    Local<Object> obj = model->Clone(isolate);
 #else
-    Local<Object> obj = i == 0 ? model : model->Clone();
+    Local<Object> obj = model->Clone();
 #endif
     SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
     Track(isolate, group, obj);
     objs[i] = obj;
   }
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
+}
+
+// putAscii(chunk, offset, string): writes `string` into the ArrayBuffer
+// `chunk` at `offset` if it is one-byte and all ASCII, and returns its
+// length; otherwise returns -1, and what it wrote there is not used
+// (JavaScript writes the set again as UTF-8, lib/frame/sets.js).
+// A chunk's strings are written here rather than a character at a time in
+// JavaScript: charCodeAt dispatches on the string's representation at
+// every character (a trace id or a route is often a ConsString), some 47
+// instructions a character under callgrind in optimized code, and it
+// flattens a ConsString first, a new string for the GC.  WriteOneByte
+// copies from any representation without flattening.  Bounds are checked
+// here: nothing is written outside the chunk.
+void PutAscii(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  args.GetReturnValue().Set(-1);
+  if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsString()) return;
+  Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
+  uint32_t offset = args[1].As<v8::Uint32>()->Value();
+  Local<String> str = args[2].As<String>();
+  if (!str->IsOneByte()) return;
+  uint32_t length = static_cast<uint32_t>(str->Length());
+  size_t size = chunk->ByteLength();
+  if (offset > size || length > size - offset) return;
+  uint8_t* at = static_cast<uint8_t*>(chunk->Data()) + offset;
+#if V8_MAJOR_VERSION >= 13
+  str->WriteOneByteV2(isolate, 0, length, at);
+#else
+  str->WriteOneByte(isolate, at, 0, static_cast<int>(length), String::NO_NULL_TERMINATION);
+#endif
+  // ASCII: no byte with its high bit, tested eight at a time.
+  uint64_t high = 0;
+  uint32_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, at + i, sizeof w);
+    high |= w;
+  }
+  for (; i < length; i++) high |= at[i];
+  if (high & 0x8080808080808080ull) return;
+  args.GetReturnValue().Set(length);
 }
 
 // chunk(size): [ArrayBuffer, address] over `size` bytes (zeroed before V8 13,
@@ -298,9 +353,10 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
   size_t size = args[0].As<v8::Uint32>()->Value();
   for (int attempt = 0; attempt < 4; attempt++) {
 #if V8_MAJOR_VERSION >= 13
-    // Uninitialized: zeroing 16 KiB was most of a chunk's cost, and
-    // JavaScript writes every byte a reader reads (the records' zero bytes
-    // included) before a store object points at it.
+    // Uninitialized: JavaScript writes every byte a reader reads (the
+    // records' zero bytes included) before a store object points at it.
+    // Zeroing 16 KiB (glibc's memset: rep stosb) counted some 270
+    // instructions a set under cachegrind, against some 14 stores a set.
     Local<ArrayBuffer> buf;
     if (!ArrayBuffer::MaybeNew(isolate, size, v8::BackingStoreInitializationMode::kUninitialized).ToLocal(&buf))
       return;
@@ -377,7 +433,7 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
 }
 
 // otelStore(address): a new OpenTelemetry store whose internal field 0
-// points at the OTEP 4947 record at `address`, which lib/context/frame-sets.js
+// points at the OTEP 4947 record at `address`, which lib/frame/sets.js
 // wrote whole before (the record's `valid` byte included): a reader that
 // reaches the store reads a complete record.  A copy of a model made once
 // from the template (cheaper than instantiating it each time), with a
@@ -484,6 +540,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "storeAls", StoreAls);
   Method(isolate, exports, data, "fill", Fill);
   Method(isolate, exports, data, "chunk", Chunk);
+  Method(isolate, exports, data, "putAscii", PutAscii);
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "retire", Retire);
   Method(isolate, exports, data, "live", Live);

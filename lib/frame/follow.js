@@ -31,7 +31,7 @@ const sets = require('./sets');
 const { EMPTY, recordsOn } = sets;
 
 // What frame mode calls on the companion (here and in frame-sets.js).
-const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live'];
+const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live', 'putAscii'];
 
 // Why frame mode cannot run in this thread with `v8` (the companion, or
 // null and `missing`, why it did not load), or null when it can.  The probe

@@ -39,7 +39,7 @@
 
 const { otelEnabled } = require('../addon');
 const { LabelSet } = require('../labelset');
-const { SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, putAscii, withinLimitsInChars } = require('../setbytes');
+const { SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, withinLimitsInChars } = require('../setbytes');
 const { recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
@@ -361,13 +361,15 @@ function writeString(s, at) {
   return bytes.utf8Write(s, at, 3 * s.length);
 }
 
-// Writes `s` at `at` if it is all ASCII and returns its length, or -1 as
-// soon as a character is not (lib/setbytes.js putAscii: Buffer's utf8Write
-// went through Node's slow path from here, SlowWriteString, some 1,700
-// instructions a request under callgrind for a trace id and a user,
-// against about 5 a character).
+// Writes `s` at `at` if it is all ASCII and returns its length, or -1
+// (what it wrote there then unused).  The companion copies it (putAscii):
+// a loop of charCodeAt in JavaScript cost some 47 instructions a character
+// under callgrind, even optimized, where the string is a ConsString (a
+// trace id or a route built by concatenation), and Buffer's utf8Write went
+// through Node's slow path from here (SlowWriteString, some 1,700
+// instructions a request for a trace id and a user).
 function writeAscii(s, at) {
-  return putAscii(bytes, s, at);
+  return native.putAscii(buf, at, s);
 }
 
 // Writes set.kv's labels (checked, or within the limits if `ascii`) into
@@ -398,20 +400,31 @@ function write(set, ascii) {
       k = keys.get(key);
       if (k === undefined) {
         const len = ascii ? writeAscii(key, p) : writeString(key, p);
-        if (len < 0) return giveUp(p);
-        k = { key, at: p, len, value: undefined, vAt: 0, vLen: 0 };
+        if (len < 0) return giveUp(p + key.length);
+        k = { key, at: p, len, value: undefined, misses: 0, vAt: 0, vLen: 0 };
         keys.set(key, k);
         p += len;
       }
       byPosition[i] = k;
     }
-    if (value !== k.value) {
+    // The value written last for this key is used again if it is the same
+    // string.  A value that changes from set to set (a trace id, a user)
+    // is nearly always another string of the same length, which ===
+    // compares character by character, in V8's runtime where it is a
+    // ConsString (some 300 instructions a request under callgrind): so a
+    // key whose value missed twice running compares only one set in 32,
+    // until it hits again.
+    const misses = k.misses;
+    if ((misses >= 2 && (misses & 31) !== 0) || value !== k.value) {
       const vLen = ascii ? writeAscii(value, p) : writeString(value, p);
-      if (vLen < 0) return giveUp(p);
+      if (vLen < 0) return giveUp(p + value.length);
       k.vLen = vLen;
       k.vAt = p;
       k.value = value;
+      k.misses = (misses + 1) & 0xffffff;
       p += vLen;
+    } else {
+      k.misses = 0;
     }
     valueAt[i] = k.vAt;
     valueLength[i] = k.vLen;
@@ -490,8 +503,9 @@ function attach(set) {
   store.otel = otelStore(otel);
 }
 
-// write() gave up on a set at `p`: the strings before p stay written, as
-// the key cache may already point at them, and the next set starts after.
+// write() gave up on a set, having written up to `p` (the string that was
+// not ASCII included): the strings before p stay written, as the key cache
+// may already point at them, and the next set starts after.
 function giveUp(p) {
   off = (p + 7) & ~7;
   return false;
