@@ -38,6 +38,8 @@ const emulated = emulator !== null;
 // machine's own gcc, or under emulation the cross compiler for the
 // emulated architecture (Debian: gcc-aarch64-linux-gnu).
 const cc = emulated ? { arm64: 'aarch64-linux-gnu-gcc', x64: 'x86_64-linux-gnu-gcc' }[process.arch] : 'gcc';
+// The same for C++ (Debian: g++-aarch64-linux-gnu).
+const cxx = emulated ? { arm64: 'aarch64-linux-gnu-g++', x64: 'x86_64-linux-gnu-g++' }[process.arch] : 'g++';
 
 // Why a test cannot run under emulation.
 const why = {
@@ -53,4 +55,4 @@ function skipUnderEmulation(ctx, reason) {
   require('./needs').feature(ctx, 'under emulation', `under emulation, ${reason}`);
 }
 
-module.exports = { emulated, emulator, cc, why, skipUnderEmulation };
+module.exports = { emulated, emulator, cc, cxx, why, skipUnderEmulation };

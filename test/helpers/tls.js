@@ -14,13 +14,11 @@
 // set at record + 24 checked by the token at + 32, and the set's bytes read
 // through /proc/self/mem by the same rules.
 
-const crypto = require('node:crypto');
-const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { cc } = require('./emulation');
 const { nodeInclude, peek } = require('./descriptor');
+const { sharedAddon } = require('./fixtures');
 
 // The addon the tests build, which lib/ loads in a checkout.
 const ADDON = path.resolve(__dirname, '../../build/Release/customlabels.node');
@@ -29,19 +27,10 @@ const FIXTURES = path.join(__dirname, '..', 'fixtures');
 const SOURCES = ['reader_addon.c', 'abi_read.h'].map((name) => path.join(FIXTURES, name));
 
 // The reader addon, built once per source, compiler and Node-API headers
-// into the temporary directory, and shared by every process of the run
-// (built under a name of its own, then renamed into place).
+// and shared by every process of the run (test/helpers/fixtures.js).
 function readerAddon() {
-  const include = nodeInclude();
-  const hash = crypto.createHash('sha256').update(`${cc}\0${include}\0${process.arch}\0`);
-  for (const file of [...SOURCES, path.join(__dirname, '../../src/customlabels.h')]) hash.update(fs.readFileSync(file));
-  const file = path.join(os.tmpdir(), `customlabels-reader-${hash.digest('hex').slice(0, 16)}.node`);
-  if (!fs.existsSync(file)) {
-    const building = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`;
-    execFileSync(cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
-      `-I${include}`, '-o', building, SOURCES[0]]);
-    fs.renameSync(building, file);
-  }
+  const file = sharedAddon('reader', cc, ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-shared', '-fPIC',
+    `-I${nodeInclude()}`, SOURCES[0]], [...SOURCES, path.join(__dirname, '../../src/customlabels.h')]);
   const module = { exports: {} };
   process.dlopen(module, file);
   return module.exports;

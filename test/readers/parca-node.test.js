@@ -152,8 +152,8 @@ describe('readers: Parca Agent Node.js path and the OpenTelemetry Node.js walk, 
           out[t.name] = {
             traceId: t.traceId,
             exact: parcaNode.sample(s, {}),
-            corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.info.cpedOffset }),
-            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.info.field0Offset }),
+            corrected: parcaNode.sample(s, { corrected: true, cpedOffset: t.layout.cpedOffset }),
+            otel: otelNode.sample(s, { jsMapTableOffset: 0x18, orderedHashMapHeaderSize: 0x10, jsObjectRecordOffset: t.layout.field0Offset }),
           };
         }
       } finally {
