@@ -460,25 +460,6 @@ void OtelStore(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(obj);
 }
 
-// isolate(): the isolate's address, and the CPED slot's offset from V8's
-// header, for the reader tests (and what a writer can publish for readers
-// so that they need no Node-version tables).
-void IsolateInfo(const FunctionCallbackInfo<Value>& args) {
-  Isolate* isolate = args.GetIsolate();
-  Local<Context> context = isolate->GetCurrentContext();
-  Local<Object> o = Object::New(isolate);
-  auto set = [&](const char* k, double v) {
-    return o->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).IsJust();
-  };
-  if (!set("isolate", static_cast<double>(reinterpret_cast<uintptr_t>(isolate))) ||
-      !set("cpedOffset", v8::internal::Internals::kContinuationPreservedEmbedderDataOffset) ||
-      !set("jsObjectHeaderSize", v8::internal::Internals::kJSObjectHeaderSize) ||
-      !set("field0Offset", kField0) ||
-      !set("undefined", static_cast<double>(UndefinedAddress(isolate))))
-    return;
-  args.GetReturnValue().Set(o);
-}
-
 // cped(): what the isolate's ContinuationPreservedEmbedderData slot holds
 // now.  Inside AsyncLocalStorage.run it is a Map exactly where
 // AsyncContextFrame is on: the feature test frame mode needs (flags can come
@@ -545,7 +526,6 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "retire", Retire);
   Method(isolate, exports, data, "live", Live);
   Method(isolate, exports, data, "move", Move);
-  Method(isolate, exports, data, "isolateInfo", IsolateInfo);
   Method(isolate, exports, data, "cped", Cped);
   Method(isolate, exports, data, "storeOtelAls", StoreOtelAls);
   Method(isolate, exports, data, "otelStore", OtelStore);
