@@ -6,8 +6,8 @@
 // layout.chunkBytes, made once per thread and never grown: a mapping the
 // addon makes, aligned to its own size (so it never crosses a 4 GiB
 // boundary, though lib/setbytes.js would carry if it did).  All but the
-// last are the ring: sets are written front to back into the chunk being filled;
-// when a set does not fit, the next chunk in turn is taken and everything
+// last are the ring: sets are written front to back into the chunk being
+// filled; when a set does not fit, the next chunk in turn is taken and everything
 // that was in it before is given up.  The last chunk is the key area: each
 // distinct ASCII key is written into it once (lib/hooks/encode.js), front to back,
 // and never moved or overwritten; when it is full, it stays full.  So the

@@ -82,9 +82,8 @@ function roomFor(size) {
 // user, trace), so a new set need not copy them: each distinct ASCII key is
 // written once into the arena's key area, and the entries of every set with
 // that key point there.  A set then copies only its values.  The area is
-// bounded (one chunk of the arena).  A key
-// that is not ASCII, or that comes after the area is full, is copied into
-// each set's own block instead.
+// bounded (one chunk of the arena).  A key that is not ASCII, or that comes
+// after the area is full, is copied into each set's own block instead.
 
 // Where each key's bytes are, as an offset in the arena.  Owner: this
 // module; bounded by the key area's size, since a key that does not fit is
@@ -177,9 +176,10 @@ function closeBlock(set, n, offset, at, withRecord) {
 // construction, so lib/labelset.js checks no string of a set this writes.
 // Finds room for the set in the chunk being filled and writes it there
 // (writeAscii), then takes the space.  A key in the key area is pointed at
-// there; the set copies only its other strings.  Returns false, having taken no space (though it may
-// have taken a new chunk to try), for any other set, and where there is no
-// addon: such a set is checked in UTF-8 bytes, then written by encodeAny.
+// there; the set copies only its other strings.  Returns false, having
+// taken no space (though it may have taken a new chunk to try), for any
+// other set, and where there is no addon: such a set is checked in UTF-8
+// bytes, then written by encodeAny.
 function encodeAscii(set) {
   const n = set.kv.length >> 1;
   const withRecord = recordsOn();
