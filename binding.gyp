@@ -11,7 +11,7 @@
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64')", {
           "sources": ["src/tls.c", "src/placement.c", "src/thread_mark.c", "src/arena.c",
-                      "src/labelset.c", "src/peers.c", "src/process_ctx.c", "src/status.c",
+                      "src/peers.c", "src/process_ctx.c", "src/status.c",
                       "src/addon.c"],
           "libraries": ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
                         "-Wl,--pop-state"],

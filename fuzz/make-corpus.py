@@ -12,8 +12,6 @@ and aarch64-linux-gnu-gcc for the aarch64 ELF seeds (skipped without it).
             TLS on both architectures, and the ways a module can be refused.
   labels/   memory images of label sets as labels_fuzz.c reads them,
             well-formed and malformed.
-  write/    label sets for write_fuzz.c to write: what a request labels,
-            too many labels, blocks a byte short, non-ASCII strings.
   frame/    frame_fuzz.c's layout and a memory image of a thread in frame
             mode: the discovery struct, the frame (a JSMap), its hash
             table, the store object and its record, well-formed and broken.
@@ -592,40 +590,6 @@ def otel_seeds():
     write('otel', 'maps-exec', b'7f0000000000-7f0000010000 r-xp 00000000 00:01 1234 /memfd:OTEL_CTX\n')
 
 
-# ---------------------------------------------------------------------------
-# Label sets to write (write_fuzz.c): a count, a signed slack, then each
-# string as a length and little-endian UTF-16 units.
-
-def write_input(strings, slack=0, count=None, in_memory=()):
-    """in_memory: the indexes of the strings already in memory (keys in the key area)."""
-    out = bytes([len(strings) // 2 if count is None else count, slack & 0xff])
-    for i, s in enumerate(strings):
-        units = [ord(c) for c in s] if isinstance(s, str) else s
-        head = len(units) | (0x80 if i in in_memory else 0)
-        out += bytes([head]) + b''.join(struct.pack('<H', u) for u in units)
-    return out
-
-
-def write_seeds():
-    write('write', 'request', write_input(['route', '/api/v1/resource3/:id', 'user', 'user-100021',
-                                           'trace', '4bf92f3577b34da64bf92f3577b34da6']))
-    write('write', 'one-empty-value', write_input(['k', '']))
-    write('write', 'repeated-key', write_input(['k', 'a', 'k', 'b', 'j', 'c']))
-    write('write', 'ten', write_input([f'k{i // 2}' if i % 2 == 0 else f'v{i}' for i in range(20)]))
-    write('write', 'eleven', write_input([f'k{i // 2}' if i % 2 == 0 else f'v{i}' for i in range(22)]))
-    write('write', 'none', write_input([]))
-    write('write', 'one-byte-short', write_input(['key', 'value'], slack=-1))
-    write('write', 'slack', write_input(['key', 'value'], slack=9))
-    write('write', 'latin1', write_input(['key', 'caf\u00e9']))
-    write('write', 'polish', write_input(['key', [0x141, 0x41]]))
-    write('write', 'surrogate', write_input(['key', [0xd800, 0x41]]))
-    write('write', 'long', write_input(['key', 'x' * 63]))
-    write('write', 'keys-in-memory', write_input(['route', '/api/v1/resource3/:id', 'user', 'user-100021',
-                                                  'trace', '4bf92f3577b34da64bf92f3577b34da6'],
-                                                 in_memory=(0, 2, 4)))
-    write('write', 'some-keys-in-memory', write_input(['k', 'a', 'k', 'b', 'key', 'c'], in_memory=(2,)))
-    write('write', 'key-in-memory-exact-block', write_input(['key', 'value'], in_memory=(0,)))
-
 FRAME_BASE = 0x10000
 FRAME_TOKEN = 0xEC9EB507FB5D7903
 
@@ -692,7 +656,7 @@ def frame_seeds():
 
 def main():
     seeds = {'elf': elf_seeds, 'tlsdesc': tlsdesc_seeds, 'labels': labels_seeds, 'otel': otel_seeds,
-             'write': write_seeds, 'frame': frame_seeds}
+             'frame': frame_seeds}
     for name in sys.argv[1:] or seeds:
         seeds[name]()
 

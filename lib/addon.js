@@ -19,17 +19,14 @@ const { unsupportedReason, missingHooks } = require('./platform');
 const { LIMITS } = require('./checks');
 
 // What the addon must agree on with lib/: the ABI's layout (lib/setbytes.js
-// writes it from this LAYOUT, for both modes; lib/hooks/setwriter.wasm and
-// src/labelset.c too), the alignment of every block (lib/hooks/encode.js),
-// the most labels a set holds (src/addon.c writeSet takes
-// twice that many strings), and the OTEP 4947 record header that
+// writes it from this LAYOUT, for both modes), the alignment of every block
+// (lib/hooks/encode.js), and the OTEP 4947 record header that
 // lib/record.js writes field by field.  The sizes lib/ takes from the addon
 // (the arena's, the record's largest) are checked against each other and
 // the label limits in layoutMismatch().  `binding`: the functions lib/
 // calls on the addon (src/internal.h CL_BINDING_VERSION).
 const LAYOUT = {
-  maxLabels: LIMITS.maxLabels,
-  binding: 2, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
+  binding: 3, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
   labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
   align: 8, otelRecordHeader: 28,
 };
@@ -119,14 +116,10 @@ function layoutMismatch(layout) {
   for (const [name, value] of Object.entries(LAYOUT)) {
     if (layout[name] !== value) return `${name} is ${layout[name]}, not ${value}`;
   }
-  // The key area is the arena's last chunk (lib/arena.js), and the
-  // addon's writer reads no string longer than maxStringUnits.
+  // The key area is the arena's last chunk (lib/hooks/arena.js).
   if (layout.keyArea !== layout.arenaBytes - layout.chunkBytes ||
       layout.arenaBytes !== layout.arenaChunks * layout.chunkBytes) {
     return `the key area at ${layout.keyArea} is not the last of ${layout.arenaChunks} chunks of ${layout.chunkBytes} bytes`;
-  }
-  if (LIMITS.maxKeyBytes > layout.maxStringUnits || LIMITS.maxValueBytes > layout.maxStringUnits) {
-    return `maxStringUnits is ${layout.maxStringUnits}, below the label limits`;
   }
   // A record holds at most maxLabels attributes of a one-byte key index, a
   // one-byte length and the value (lib/record.js).

@@ -1,11 +1,11 @@
 'use strict';
 // NOT PUBLIC API.  The one place where this repository's tests and
 // benchmarks look inside lib/: the addon and its views of the thread-locals,
-// the arena, the context mechanism's state, the WebAssembly writer, the
-// layout.  The package's "exports" does not offer this file, and anything
-// here may change in any release; applications use lib/index.js and
-// lib/otel.js only.  Tests require this file rather than the files behind
-// it, so that lib/ can be cut differently without touching them.
+// the arena, the context mechanism's state, the layout.  The package's
+// "exports" does not offer this file, and anything here may change in any
+// release; applications use lib/index.js and lib/otel.js only.  Tests
+// require this file rather than the files behind it, so that lib/ can be
+// cut differently without touching them.
 //
 // Every entry is a getter that loads what it names when it is first read:
 // requiring this file loads nothing.  So a test can replace what the loader
@@ -47,10 +47,6 @@ module.exports = {
   get context() {
     return require('./index').publishMode === 'frame' ? require('./frame/follow') : require('./hooks/follow');
   },
-  // The WebAssembly set writer: available, reason, write.
-  get setwriter() {
-    return require('./hooks/setwriter');
-  },
   // Frame mode's companion for this thread: { v8, file, reason }.
   get companion() {
     return require('./addon').loadCompanion();
@@ -59,11 +55,6 @@ module.exports = {
   // them (the mode's EMPTY is context.EMPTY).
   get labelset() {
     return require('./labelset');
-  },
-  // Hooks mode's set encoder: which writer writes an ASCII set (WRITER:
-  // 'js', 'wasm' or 'addon').
-  get encoder() {
-    return require('./hooks/encode');
   },
   // The probes of this Node's async-context machinery (no addon loaded):
   // usesAsyncContextFrame(), canSkipPromises().

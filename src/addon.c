@@ -1,7 +1,7 @@
 /*
- * Node-API glue: hands JavaScript this thread's arena (src/arena.c) and ABI
- * slot as ArrayBuffers, writes the label sets JavaScript places in the arena
- * (src/labelset.c), and passes the process context's calls through
+ * Node-API glue: hands JavaScript this thread's arena (src/arena.c), where
+ * JavaScript writes the label sets (lib/hooks/encode.js), and ABI slot as
+ * ArrayBuffers, and passes the process context's calls through
  * (src/process_ctx.c).  Validation of user input lives in lib/; this file
  * checks only what memory safety needs.
  *
@@ -17,24 +17,8 @@
 #include "internal.h"
 #include "otel.h"
 
-/* The write arguments: what writeSet's caller writes before each call, and
- * reads back after it (lib/hooks/encode.js, under the same names): [0] and [1] the
- * block's offset and end in the arena, [CL_KEY_PLACES + i] label i's key
- * place (offset * 64 + length, in the key area) or CL_NOT_IN_KEY_AREA.  On
- * return, [0] is where the set's last string ends, or CL_REFUSED (all ones,
- * as the WebAssembly writer's -1, src/setwriter.wat).  Numbers pass through
- * this memory rather than as arguments: reading a number argument, and
- * making the number returned, are Node-API calls. */
-#define CL_NOT_IN_KEY_AREA 0xffffffffu
-#define CL_REFUSED 0xffffffffu
-enum { CL_KEY_PLACES = 2, CL_WRITE_ARGS_WORDS = CL_KEY_PLACES + CL_MAX_LABELS };
-
 typedef struct {
   cl__arena_t arena;
-  /* The ArrayBuffer of adopted arena memory (adoptArena), or NULL: held so
-   * that the memory outlives every pointer the thread may publish into it. */
-  napi_ref adopted;
-  uint32_t write_args[CL_WRITE_ARGS_WORDS];
   /* Where Parca Agent reads this thread's pointer, when that is not the
    * slot (src/arch_aarch64.c), or NULL; cleared with the slot at teardown. */
   custom_labels_labelset_t **copy;
@@ -156,115 +140,6 @@ static napi_value arena_buffer(napi_env env, napi_callback_info info) {
   CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)base)));
   CALL(env, napi_set_element(env, result, 2, number(env, (double)(uint32_t)((uint64_t)base >> 32))));
   return result;
-}
-
-/*
- * adoptArena(buffer): makes `buffer`, the memory of the WebAssembly set
- * writer (lib/hooks/setwriter.js), this thread's arena, in place of a mapping of
- * the addon's own, and returns [low 32 bits, high 32 bits] of its address.
- * A WebAssembly memory that never grows stays where it is for as long as
- * its buffer lives; the environment holds a reference to the buffer until
- * destroy_state, after the thread's pointer has been cleared.  Refused
- * (throws) when the arena has memory already or the buffer is not an
- * arena's size.
- */
-static napi_value adopt_arena(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value buffer;
-  addon_state_t *state = state_of(env, info, &argc, &buffer);
-  if (state == NULL) return NULL;
-  bool is_buffer = false;
-  void *base = NULL;
-  size_t bytes = 0;
-  if (argc != 1 || napi_is_arraybuffer(env, buffer, &is_buffer) != napi_ok || !is_buffer ||
-      napi_get_arraybuffer_info(env, buffer, &base, &bytes) != napi_ok ||
-      bytes != CL_ARENA_BYTES || ((uintptr_t)base & (CL_ALIGN - 1)) != 0) {
-    napi_throw_type_error(env, NULL, "customlabels: adoptArena takes an ArrayBuffer of the arena's size");
-    return NULL;
-  }
-  /* The reference exists before the arena points into the buffer. */
-  napi_ref ref;
-  CALL(env, napi_create_reference(env, buffer, 1, &ref));
-  cl_status_t status = cl__arena_adopt(&state->arena, base);
-  if (status != CL_OK) {
-    napi_delete_reference(env, ref);
-    return fail(env, "could not adopt the set writer's memory as this thread's arena", status);
-  }
-  state->adopted = ref;
-  uint64_t address = (uintptr_t)base;
-  napi_value result;
-  CALL(env, napi_create_array_with_length(env, 2, &result));
-  CALL(env, napi_set_element(env, result, 0, number(env, (double)(uint32_t)address)));
-  CALL(env, napi_set_element(env, result, 1, number(env, (double)(uint32_t)(address >> 32))));
-  return result;
-}
-
-/*
- * writeArgs(): an ArrayBuffer over this environment's write arguments (above).
- * Like the arena's, it is a window onto memory the state owns, valid until
- * the environment is torn down.
- */
-static napi_value write_args_buffer(napi_env env, napi_callback_info info) {
-  addon_state_t *state = state_of(env, info, NULL, NULL);
-  if (state == NULL) return NULL;
-  napi_value result;
-  CALL(env, napi_create_external_arraybuffer(env, state->write_args, sizeof(state->write_args),
-                                             NULL, NULL, &result));
-  return result;
-}
-
-/*
- * writeSet(key, value, ...): writes the set of those labels into the
- * arena's block [write_args[0], write_args[1]) (cl__labelset_write_ascii),
- * and leaves in write_args[0] where its last string ends, or CL_REFUSED
- * when it did not write it: a string not ASCII, or anything that is not
- * what lib/hooks/encode.js passes.  Returns undefined.  Strings come as arguments,
- * not as an array: reading an array's elements through Node-API would cost
- * a call per element.  A key whose place is in write_args[CL_KEY_PLACES +
- * i] is not read: its entry points at its bytes in the arena's key area
- * (lib/hooks/encode.js).
- * Checked here is only what keeps the write inside the arena, and every key
- * pointer inside memory that is never reused.
- */
-static napi_value write_set(napi_env env, napi_callback_info info) {
-  size_t argc = 2 * CL_MAX_LABELS + 1;
-  napi_value argv[2 * CL_MAX_LABELS + 1];
-  addon_state_t *state = state_of(env, info, &argc, argv);
-  if (state == NULL) return NULL;
-  const cl__arena_t *arena = &state->arena;
-  uint32_t *write_args = state->write_args;
-  uint32_t offset = write_args[0], end = write_args[1];
-  uint32_t result = CL_REFUSED;
-  size_t n = argc / 2;
-  if (argc >= 2 && argc % 2 == 0 && n <= CL_MAX_LABELS && arena->base != NULL &&
-      offset <= end && end <= CL_ARENA_BYTES) {
-    uint16_t units[2 * CL_MAX_LABELS][CL_MAX_STRING_UNITS + 1];
-    cl__units_t strings[2 * CL_MAX_LABELS];
-    bool ok = true;
-    for (size_t i = 0; i < 2 * n && ok; i++) {
-      size_t len = 0;
-      uint32_t place = (i & 1) == 0 ? write_args[CL_KEY_PLACES + i / 2] : CL_NOT_IN_KEY_AREA;
-      if (place != CL_NOT_IN_KEY_AREA) {
-        size_t at = place >> 6;
-        len = place & 63;
-        ok = len < CL_MAX_STRING_UNITS && at >= CL_KEY_AREA && at + len <= CL_ARENA_BYTES;
-        strings[i].units = NULL;
-        strings[i].bytes = arena->base + at;
-      } else {
-        /* Room for one unit more than a string may have, and V8's NUL. */
-        ok = napi_get_value_string_utf16(env, argv[i], (char16_t *)units[i],
-                                         CL_MAX_STRING_UNITS + 1, &len) == napi_ok &&
-             len < CL_MAX_STRING_UNITS;
-        strings[i].units = units[i];
-        strings[i].bytes = NULL;
-      }
-      strings[i].len = len;
-    }
-    size_t used = ok ? cl__labelset_write_ascii(arena->base + offset, end - offset, strings, n) : 0;
-    if (used != 0) result = offset + (uint32_t)used;
-  }
-  write_args[0] = result;
-  return NULL;
 }
 
 static napi_value set_number(napi_env env, napi_value object, const char *name, double value) {
@@ -500,22 +375,22 @@ static napi_value mark_thread(napi_env env, napi_callback_info info) {
 }
 
 static void destroy_state(napi_env env, void *data, void *hint) {
+  (void)env;
   (void)hint;
   addon_state_t *state = data;
   cl__thread_unmark(state->mark, state->mark_bytes);
   /* The thread's pointers into the arena are cleared before its memory is
-   * unmapped, or, adopted, may be freed with its buffer. */
+   * unmapped. */
   if (state->arena.base != NULL) cl__unpublish_within(state->arena.base, CL_ARENA_BYTES, state->copy);
   cl__arena_destroy(&state->arena);
-  if (state->adopted != NULL) napi_delete_reference(env, state->adopted);
   free(state);
 }
 
 static napi_value layout(napi_env env) {
   napi_value result;
   CALL(env, napi_create_object(env, &result));
-  /* JavaScript places sets and writes some itself (UTF-8, the OpenTelemetry
-   * record); these tell it where every field goes and what writeSet takes. */
+  /* JavaScript writes the sets and their OpenTelemetry records; these tell
+   * it where every field goes, and lib/addon.js checks them against its own. */
   if (!set_number(env, result, "pointerSize", sizeof(void *)) ||
       !set_number(env, result, "setSize", sizeof(custom_labels_labelset_t)) ||
       !set_number(env, result, "setStorage", offsetof(custom_labels_labelset_t, storage)) ||
@@ -531,8 +406,6 @@ static napi_value layout(napi_env env) {
       !set_number(env, result, "arenaChunks", CL_ARENA_CHUNKS) ||
       !set_number(env, result, "arenaBytes", CL_ARENA_BYTES) ||
       !set_number(env, result, "keyArea", CL_KEY_AREA) ||
-      !set_number(env, result, "maxLabels", CL_MAX_LABELS) ||
-      !set_number(env, result, "maxStringUnits", CL_MAX_STRING_UNITS) ||
       !set_number(env, result, "abiVersion", custom_labels_abi_version) ||
       !set_number(env, result, "binding", CL_BINDING_VERSION) ||
       !set_number(env, result, "otelRecordHeader", CL_OTEL_RECORD_HEADER) ||
@@ -558,11 +431,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   cl__arena_init(&state->arena);
-  state->adopted = NULL;
   state->mark = NULL;
   state->mark_bytes = 0;
-  /* Nothing to write until lib/hooks/encode.js fills it in. */
-  for (size_t i = 0; i < CL_WRITE_ARGS_WORDS; i++) state->write_args[i] = CL_NOT_IN_KEY_AREA;
   /* Module initialisation runs on the environment's own thread. */
   state->copy = cl__parca_copy(&state->copy_delta, state->copy_why, sizeof(state->copy_why));
   if (napi_set_instance_data(env, state, destroy_state, NULL) != napi_ok) {
@@ -573,7 +443,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   const napi_property_descriptor props[] = {
       {"slot", NULL, slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"arena", NULL, arena_buffer, NULL, NULL, NULL, napi_enumerable, state},
-      {"adoptArena", NULL, adopt_arena, NULL, NULL, NULL, napi_enumerable, state},
       {"peers", NULL, peers, NULL, NULL, NULL, napi_enumerable, NULL},
       {"parcaCopy", NULL, parca_copy_buffer, NULL, NULL, NULL, napi_enumerable, state},
       {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -585,8 +454,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"markThread", NULL, mark_thread, NULL, NULL, NULL, napi_enumerable, state},
       {"claimDynamicTlsWarning", NULL, claim_dynamic_tls_warning, NULL, NULL, NULL, napi_enumerable, NULL},
       {"claimPublishWarning", NULL, claim_publish_warning, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"writeArgs", NULL, write_args_buffer, NULL, NULL, NULL, napi_enumerable, state},
-      {"writeSet", NULL, write_set, NULL, NULL, NULL, napi_enumerable, state},
       {"layout", NULL, NULL, NULL, NULL, layout(env), napi_enumerable, NULL},
   };
   CALL(env, napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));

@@ -18,7 +18,6 @@ _Static_assert(CL_CHUNK_BYTES % CL_ALIGN == 0, "chunks keep sets aligned");
 
 void cl__arena_init(cl__arena_t *arena) {
   arena->base = NULL;
-  arena->owned = false;
 }
 
 /*
@@ -44,8 +43,7 @@ static unsigned char *map_aligned(void) {
 
 /*
  * A name in /proc/PID/maps ("[anon:customlabels]") so that an operator can
- * see what the memory is, whoever made it.  Kernels before 5.17 refuse; that
- * changes nothing.
+ * see what the memory is.  Kernels before 5.17 refuse; that changes nothing.
  */
 static void name(unsigned char *base) {
   prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)base, CL_ARENA_BYTES,
@@ -53,25 +51,15 @@ static void name(unsigned char *base) {
 }
 
 cl_status_t cl__arena_map(cl__arena_t *arena) {
-  if (arena->base != NULL) return arena->owned ? CL_OK : CL_EBUSY;
+  if (arena->base != NULL) return CL_OK;
   unsigned char *base = map_aligned();
   if (base == NULL) return CL_ENOMEM;
   name(base);
   arena->base = base;
-  arena->owned = true;
-  return CL_OK;
-}
-
-cl_status_t cl__arena_adopt(cl__arena_t *arena, unsigned char *base) {
-  if (arena->base != NULL) return CL_EBUSY;
-  name(base);
-  arena->base = base;
-  arena->owned = false;
   return CL_OK;
 }
 
 void cl__arena_destroy(cl__arena_t *arena) {
-  if (arena->owned) munmap(arena->base, CL_ARENA_BYTES);
+  if (arena->base != NULL) munmap(arena->base, CL_ARENA_BYTES);
   arena->base = NULL;
-  arena->owned = false;
 }

@@ -177,7 +177,7 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
  * says: a copy of the package uses another copy's loaded module instead of
  * its own only when this number, and the rest of the layout, agree
  * (lib/addon.js).  Raise it when a function lib/ calls changes. */
-#define CL_BINDING_VERSION 2
+#define CL_BINDING_VERSION 3
 
 /* ---- The arena (src/arena.c) ---- */
 
@@ -186,23 +186,17 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
  *
  * CL_ARENA_BYTES per thread, taken once and never grown, so a thread's label
  * memory is a constant that does not depend on when V8 collects garbage.
- * Where V8 can run the WebAssembly set writer (lib/hooks/setwriter.js), the arena
- * is that module's memory, which JavaScript makes and the addon adopts
- * (cl__arena_adopt); elsewhere it is an anonymous mapping of the addon's own
- * (cl__arena_map).  The thread's JavaScript places sets in it
- * (through an ArrayBuffer): all but the last of the CL_ARENA_CHUNKS chunks of
- * CL_CHUNK_BYTES in turn, has them written (cl__labelset_write_ascii, or its
- * own UTF-8 encoder), and writes a set again when the chunk it was in has
- * been reused.  The last chunk holds label keys, each written once and never
- * changed, that sets point at (lib/hooks/arena.js, lib/hooks/encode.js).  A mapping of the
- * addon's own is aligned to its own size, so it never crosses a 4 GiB
- * boundary; adopted memory may (lib/hooks/encode.js carries into the upper half).
+ * It is an anonymous mapping (cl__arena_map).  The thread's JavaScript
+ * writes sets in it (through an ArrayBuffer): into all but the last of the
+ * CL_ARENA_CHUNKS chunks of CL_CHUNK_BYTES in turn, and writes a set again
+ * when the chunk it was in has been reused.  The last chunk holds label
+ * keys, each written once and never changed, that sets point at
+ * (lib/hooks/arena.js, lib/hooks/encode.js).  The mapping is aligned to its
+ * own size, so it never crosses a 4 GiB boundary.
  *
  * Owner: the thread's Node-API environment (src/addon.c).  When the
  * environment is torn down it clears the thread's pointers that point into
- * the arena (cl__unpublish_within), then unmaps the arena's own mapping
- * (cl__arena_destroy); adopted memory is kept alive by a reference the
- * environment holds until then.
+ * the arena (cl__unpublish_within), then unmaps it (cl__arena_destroy).
  */
 #define CL_CHUNK_BYTES (64 * 1024)
 #define CL_ARENA_CHUNKS 16
@@ -211,51 +205,14 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
 #define CL_ALIGN 8
 
 typedef struct {
-  unsigned char *base; /* NULL until cl__arena_map() or cl__arena_adopt() */
-  bool owned;          /* base is a mapping of the arena's own, to unmap */
+  unsigned char *base; /* NULL until cl__arena_map() */
 } cl__arena_t;
 
 void cl__arena_init(cl__arena_t *arena);
 /* Maps the arena if it has no memory yet. */
 cl_status_t cl__arena_map(cl__arena_t *arena);
-/* Makes `base`, CL_ARENA_BYTES that the caller keeps alive and unmoved until
- * cl__arena_destroy(), the arena's memory; CL_EBUSY if it has memory already. */
-cl_status_t cl__arena_adopt(cl__arena_t *arena, unsigned char *base);
-/* Unmaps the arena's own mapping; adopted memory is left to its owner.  The
- * caller first takes back every pointer into the arena that readers follow
- * (cl__unpublish_within). */
+/* Unmaps the arena.  The caller first takes back every pointer into the
+ * arena that readers follow (cl__unpublish_within). */
 void cl__arena_destroy(cl__arena_t *arena);
-
-/* ---- Writing a set (src/labelset.c) ---- */
-
-/*
- * JavaScript places a set's block in the arena (lib/hooks/arena.js) and hands its
- * strings over as UTF-16 code units, as V8 gives them out, or, for a key
- * already in the arena's key area, as the place of its bytes;
- * cl__labelset_write_ascii() lays out the custom_labels_labelset_t, its n
- * entries and then the strings to copy, in that order, within the block.
- * It writes ASCII only: any other code unit, or a block too small, makes it
- * return 0, and JavaScript then encodes the set as UTF-8 itself
- * (lib/hooks/encode.js), after lib/labelset.js has checked its limits in bytes.
- * A block is never published before it is complete, so a refused write
- * leaves nothing a reader can see.
- */
-#define CL_MAX_LABELS 10       /* lib/checks.js maxLabels */
-#define CL_MAX_STRING_UNITS 62 /* above every key and value limit */
-
-/* A string to copy (units), or one already in memory (bytes): its entry
- * points at those bytes, which the caller keeps unchanged for as long as the
- * set may be published, and nothing is copied.  One of the two is NULL. */
-typedef struct {
-  const uint16_t *units;
-  const unsigned char *bytes;
-  size_t len;
-} cl__units_t;
-
-/* strings[2i] and strings[2i + 1]: label i's key and value; `block` is
- * CL_ALIGN-aligned.  Returns the bytes used from `block` (the end of the last
- * string copied), or 0. */
-size_t cl__labelset_write_ascii(unsigned char *block, size_t block_bytes,
-                                const cl__units_t *strings, size_t n);
 
 #endif

@@ -1,10 +1,9 @@
 'use strict';
 const assert = require('node:assert/strict');
 const { withLabels, getLabels, enterLabels, supported, limits } = require('..');
-const { LAYOUT, binding, context, arena, addressOf } = require('../lib/internals');
+const { LAYOUT, binding, context, addressOf } = require('../lib/internals');
 const LAYOUT_OF_ADDON = binding === null ? null : binding.layout;
 const tls = require('./helpers/tls');
-const { freeBlock } = require('./helpers/block');
 
 // Decodes the published set's raw bytes as they sit in memory: what is
 // published, field by field, including what the ABI's reading rules would
@@ -136,63 +135,6 @@ describe('withLabels: what the thread publishes', () => {
         assert.ok(e.valueBuf >= address + 24 + 32 * 2 && e.valueBuf + e.value.length <= address + bytes, 'a value lies in its set\'s block');
       }
     }
-  });
-
-  it('the addon writes a set only inside the block it is given, and only what lib/ would pass', function () {
-    if (tls.frameMode()) this.skip(); // the thread's arena: hooks mode
-    withLabels({ a: 'b' }, () => {}); // the arena is mapped
-    // writeSet as lib/hooks/encode.js calls it: the block and the key places in
-    // the words of binding.writeArgs(), the strings as arguments.  `binding`
-    // is the instance that owns this arena.  A key given here as a
-    // number is a place (offset * 64 + length); its argument is not read.
-    const writeArgs = new Uint32Array(binding.writeArgs());
-    const writeSet = (offset, end, ...kv) => {
-      writeArgs[0] = offset;
-      writeArgs[1] = end;
-      const args = kv.map((s, i) => {
-        if ((i & 1) === 0 && (i >> 1) < limits.maxLabels) writeArgs[2 + (i >> 1)] = typeof s === 'number' ? s : 0xffffffff;
-        return (i & 1) === 0 && typeof s === 'number' ? 'unread' : s;
-      });
-      assert.equal(binding.writeSet(...args), undefined);
-      return writeArgs[0] === 0xffffffff ? -1 : writeArgs[0];
-    };
-    const bytes = arena.bytes;
-    const size = 24 + 32 + 1 + 5;
-    const { offset, guard, fresh, untouched, refuses, holdsOneLabel } = freeBlock(size);
-    const refused = [
-      ['a block one byte short', offset, offset + size - 1, 'k', 'value'],
-      ['a non-ASCII value', offset, offset + size + 1, 'k', 'valué'],
-      ['a lone surrogate', offset, offset + size, 'k', 'val\ud800e'],
-      ['a number for a string', offset, offset + size, 'k', 12345],
-      ['an object for a string', offset, offset + size, 'k', { toString: () => 'value' }],
-      ['a key without a value', offset, offset + size, 'k'],
-      ['no labels', offset, offset + size],
-      ['an unaligned block', offset + 1, offset + size + 1, 'k', 'value'],
-      ['an end before the offset', offset + size, offset, 'k', 'value'],
-      ['an end past the arena', offset, arena.bytes.length + 8, 'k', 'value'],
-      ['a negative offset', -8, offset + size, 'k', 'value'],
-      ['a string longer than any limit', offset, offset + 200, 'k', 'x'.repeat(62)],
-      ['more labels than a set holds', offset, offset + 4096, ...Array.from({ length: 2 * (limits.maxLabels + 1) }, (_, i) => `s${i}`)],
-      // A key may be given as offset * 64 + length: bytes in the key area.
-      ['a key in a chunk that sets are written into', offset, offset + size - 1, (offset + 64) * 64 + 1, 'value'],
-      ['a key past the end of the arena', offset, offset + size - 1, (LAYOUT_OF_ADDON.arenaBytes - 1) * 64 + 2, 'value'],
-      ['a key longer than any limit', offset, offset + size - 1, LAYOUT_OF_ADDON.keyArea * 64 + 62, 'value'],
-      ['a value given as a place', offset, offset + size - 1, 'k', LAYOUT_OF_ADDON.keyArea * 64 + 5],
-    ];
-    refuses(writeSet, refused);
-    fresh();
-    assert.equal(writeSet(offset, offset + size, 'k', 'value'), offset + size);
-    untouched(offset + size, offset + size + guard, 'a set that fits');
-    holdsOneLabel({ keyLength: 1, keyAt: offset + 56, value: 'value', valueAt: offset + 57 });
-    assert.equal(bytes[offset + 56], 'k'.charCodeAt(0), 'the key is copied after the entries');
-    // The same set with its key in the key area: the entry points there, and
-    // the block holds the value alone.
-    const key = arena.keyEnd;
-    bytes[key] = 'k'.charCodeAt(0); // past the keys in use: nothing points here
-    fresh();
-    assert.equal(writeSet(offset, offset + size - 1, key * 64 + 1, 'value'), offset + size - 1);
-    untouched(offset + size - 1, offset + size + guard, 'a set with a key in the key area');
-    holdsOneLabel({ keyLength: 1, keyAt: key, value: 'value', valueAt: offset + 56 });
   });
 
   it('encodes keys and values as UTF-8', () => {

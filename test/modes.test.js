@@ -1,8 +1,7 @@
 'use strict';
 // Which files of lib/ each mode loads: hooks mode (lib/hooks/) and frame
 // mode (lib/frame/) each load their own folder and what both share, never
-// the other's, and frame mode compiles no WebAssembly (the set writer of
-// lib/hooks/setwriter.js is hooks mode's).  Each mode runs in a child
+// the other's, and frame mode compiles no WebAssembly.  Each mode runs in a child
 // process, since the mode is chosen once per thread when the package loads;
 // the child labels, enables the thread context, labels again, and lists
 // require.cache.

@@ -125,19 +125,13 @@ describe('the packed tarball', function () {
       const tls = require(${JSON.stringify(TLS)}).reader(native.file);
       const read = () => { const p = tls.published(); return p && Object.entries(p); };
       const inside = withLabels({ route: '/checkout', user: '42' }, read);
-      const writer = require(${JSON.stringify(path.join(installed, 'lib', 'internals'))}).setwriter;
-      console.log(JSON.stringify({ supported, file: native.file, inside, after: read(), wasm: writer.write !== null }));
+      console.log(JSON.stringify({ supported, file: native.file, inside, after: read() }));
     `;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PATH: bare } }));
     assert.equal(out.supported, true);
     assert.equal(out.file, path.join(installed, 'prebuilds', `linux-${process.arch}`, 'customlabels.node'));
     assert.deepEqual(out.inside, [['route', '/checkout'], ['user', '42']]);
     assert.equal(out.after, null);
-    // The JavaScript writer writes the sets; lib/hooks/setwriter.wasm ships
-    // for CUSTOMLABELS_WRITER=wasm, and is not made unless asked for.
-    if (process.env.CUSTOMLABELS_WRITER === undefined) {
-      assert.equal(out.wasm, false, 'the WebAssembly set writer');
-    }
   });
 
   it('builds from source at install when no prebuilt addon fits', function () {

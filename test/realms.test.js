@@ -9,9 +9,8 @@
 //
 // What is counted from outside the package: the async hooks enabled and
 // the promise hooks set in the process (count-hooks.js, preloaded), and the
-// process's virtual size, which a second arena would grow by about 8 GiB on
-// Node.js 24 and later (its WebAssembly memory's reservation).  What a hop
-// costs is measured by bench/realms.js, not here.
+// process's virtual size, which memory reserved per realm would grow.  What
+// a hop costs is measured by bench/realms.js, not here.
 //
 // First the same with realms made with node:vm in one process, quick
 // enough for every Node.js line: test/fixtures/realms/vm-child.js.
@@ -108,9 +107,9 @@ describe('realms: test files that each get a realm of their own, in one thread',
     // native dependencies of Vitest in node_modules (Rollup's, esbuild's)
     // are the machine's, not the emulated one's.
     if (emulated) needs.feature(this, 'native machine', 'test runners in realms run on the machine\'s own architecture, not under emulation');
-    // Where an arena per realm would cost the most (its WebAssembly memory
-    // reserves GiBs); the node:vm test above covers the other lines, in
-    // less than a second rather than some seconds per runner.
+    // One Node.js line is enough for the runners; the node:vm test above
+    // covers the other lines, in less than a second rather than some
+    // seconds per runner.
     if (MAJOR < 24) needs.feature(this, 'Node 24+', 'the test runners\' realms are run on Node.js 24 and later; the node:vm realms above cover this Node.js');
   });
 

@@ -3,11 +3,11 @@
 // that sets are written into, and an area for label keys.
 //
 // The arena (src/arena.c) is the addon's layout.arenaChunks chunks of
-// layout.chunkBytes, made once per thread and never grown: the WebAssembly
-// set writer's memory, which the addon adopts, where that writer runs
-// (lib/hooks/setwriter.js), else a mapping the addon makes.  All but the last are
-// the ring: sets are written front to back into the chunk being filled;
-// when a set does not fit, the next chunk in turn is taken and everything
+// layout.chunkBytes, made once per thread and never grown: a mapping the
+// addon makes, aligned to its own size (so it never crosses a 4 GiB
+// boundary, though lib/setbytes.js would carry if it did).  All but the
+// last are the ring: sets are written front to back into the chunk being
+// filled; when a set does not fit, the next chunk in turn is taken and everything
 // that was in it before is given up.  The last chunk is the key area: each
 // distinct ASCII key is written into it once (lib/hooks/encode.js), front to back,
 // and never moved or overwritten; when it is full, it stays full.  So the
@@ -30,7 +30,6 @@
 // at a time.
 
 const { binding, slot, otelSlot } = require('../addon');
-const setwriter = require('./setwriter');
 
 const layout = binding ? binding.layout : null;
 const CHUNK_BYTES = layout ? layout.chunkBytes : 0;
@@ -62,7 +61,7 @@ const arena = {
   bytes: null, // Uint8Array over the whole arena
   words: null, // Uint32Array over the same memory
   buffer: null, // a Buffer over it, made when a set needs UTF-8 encoding
-  base: 0n, // the address of byte 0, as published (the one copy; lib/hooks/setwriter.js hands it to WebAssembly)
+  base: 0n, // the address of byte 0, as published
   baseLow: 0, // its low and high 32 bits, as numbers, for the writers of lib/setbytes.js
   baseHigh: 0,
   generation: NO_BYTES, // the Generation of the chunk being filled
@@ -86,19 +85,16 @@ function pinnedChunk() {
   return Math.floor(Number(at) / CHUNK_BYTES);
 }
 
+// Has the addon map this thread's arena: binding.arena() gives
+// [ArrayBuffer, low, high 32 bits of its address].
 function map() {
-  const [buffer, base] = (setwriter.available && setwriter.instantiate()) || adopt(binding.arena());
+  const [buffer, low, high] = binding.arena();
+  const base = (BigInt(high) << 32n) | BigInt(low);
   arena.bytes = new Uint8Array(buffer);
   arena.words = new Uint32Array(buffer);
   arena.base = base;
-  arena.baseLow = Number(base & 0xffffffffn);
-  arena.baseHigh = Number(base >> 32n);
-}
-
-// binding.arena()'s [ArrayBuffer, low, high 32 bits of its address] as
-// [ArrayBuffer, address].
-function adopt([buffer, low, high]) {
-  return [buffer, (BigInt(high) << 32n) | BigInt(low)];
+  arena.baseLow = low;
+  arena.baseHigh = high;
 }
 
 // Takes `size` bytes of the key area for good, and returns their offset, or

@@ -19,8 +19,8 @@
 // whether its bytes are intact depends on its own chunk alone.  Its keys
 // point into the key area, where each distinct ASCII key is written once
 // and never reused (below), or are its own copies too.  For ASCII strings
-// (nearly every label) one writer writes the whole set: the JavaScript one
-// of lib/setbytes.js (`WRITER`, below, says why that one).
+// (nearly every label) writeAscii, with lib/setbytes.js, writes the whole
+// set in one pass (docs/design.md, Writers, says why JavaScript).
 
 const { binding, otelEnabled } = require('../addon');
 const { LIMITS, utf8Length } = require('../checks');
@@ -30,7 +30,6 @@ const {
 } = require('../setbytes');
 const { arena, takeNextChunk, takeKeyBytes, invalidate, addressOf, NO_BYTES, NOT_WRITTEN } = require('./arena');
 const { recordBytes, writeRecord } = require('../record');
-const setwriter = require('./setwriter');
 
 const ALIGN_MASK = (binding ? binding.layout.align : 8) - 1;
 
@@ -52,17 +51,6 @@ class HooksSet extends LabelSet {
 
 // The set with no labels and no span: NULL is published.
 const EMPTY = new HooksSet([], null);
-
-// Which writer writes an ASCII set, chosen once: the JavaScript one
-// (writeJs, with lib/setbytes.js).  The WebAssembly writer
-// (lib/hooks/setwriter.js, where V8 has the JS String Builtins) and the
-// addon's (src/labelset.c) saved less than 15 % of a new set's
-// instructions against it on every Node measured (bench/writers.js;
-// docs/design.md, Writers), so they write only where CUSTOMLABELS_WRITER
-// asks for them, for comparisons (tests, bench/writers.js).
-const WRITER = binding === null ? 'none'
-  : process.env.CUSTOMLABELS_WRITER === 'addon' ? 'addon'
-    : setwriter.available ? 'wasm' : 'js';
 
 // Whether this thread writes records.  The process-wide word (lib/addon.js)
 // is set by the first enableThreadContext() call in any thread; this thread
@@ -93,11 +81,9 @@ function roomFor(size) {
 // The key area.  A service puts the same few keys on every set (route,
 // user, trace), so a new set need not copy them: each distinct ASCII key is
 // written once into the arena's key area, and the entries of every set with
-// that key point there.  A set then hands the writer only its values to
-// copy, which halves the strings the addon reads through Node-API
-// (bench/README.md).  The area is bounded (one chunk of the arena).  A key
-// that is not ASCII, or that comes after the area is full, is copied into
-// each set's own block instead.
+// that key point there.  A set then copies only its values.  The area is
+// bounded (one chunk of the arena).  A key that is not ASCII, or that comes
+// after the area is full, is copied into each set's own block instead.
 
 // Where each key's bytes are, as an offset in the arena.  Owner: this
 // module; bounded by the key area's size, since a key that does not fit is
@@ -129,18 +115,10 @@ function addKey(key) {
 
 // Byte lengths of the strings of a set that is not all ASCII.
 const lengths = new Int32Array(2 * LIMITS.maxLabels);
-// The write arguments: the numeric arguments and the result of the addon's
-// writeSet, in memory the addon shares (src/addon.c, under the same names
-// with CL_): [0] and [1] the block's offset and end, [KEY_PLACES + i] label
-// i's key place in the key area (offset * 64 + length) or NOT_IN_KEY_AREA;
-// after the call, [0] is where the set's last string ends, or REFUSED (the
-// WebAssembly writer returns -1, the same bits).  Numbers go through this
-// memory rather than as arguments because reading and making numbers are
-// Node-API calls.
-const writeArgs = binding ? new Uint32Array(binding.writeArgs()) : null;
-const KEY_PLACES = 2;
-const NOT_IN_KEY_AREA = 0xffffffff;
-const REFUSED = 0xffffffff;
+// Where label i's key is in the key area (an offset in the arena), or -1
+// where the set copies it, for the ASCII set being written.  Owner:
+// encodeAscii, one set at a time.
+const keyAt = new Int32Array(LIMITS.maxLabels);
 
 // Writes a set that lib/labelset.js made and checked, or a stale one
 // again.  Never throws.
@@ -196,12 +174,12 @@ function closeBlock(set, n, offset, at, withRecord) {
 // The common case: every string ASCII, keys of 1 to maxKeyBytes characters,
 // values of at most maxValueBytes.  Such a set is within the limits by
 // construction, so lib/labelset.js checks no string of a set this writes.
-// Finds room for the set in the chunk being filled and has one writer write
-// it there in one call, then takes the space.  A key in the key area is
-// passed as its place there, which the entry points at; the set copies only
-// its other strings.  Returns false, having taken no space (though it may
-// have taken a new chunk to try), for any other set, and where there is no
-// addon: such a set is checked in UTF-8 bytes, then written by encodeAny.
+// Finds room for the set in the chunk being filled and writes it there
+// (writeAscii), then takes the space.  A key in the key area is pointed at
+// there; the set copies only its other strings.  Returns false, having
+// taken no space (though it may have taken a new chunk to try), for any
+// other set, and where there is no addon: such a set is checked in UTF-8
+// bytes, then written by encodeAny.
 function encodeAscii(set) {
   const n = set.kv.length >> 1;
   const withRecord = recordsOn();
@@ -211,19 +189,12 @@ function encodeAscii(set) {
   if (!withinLimitsInChars(kv)) return false;
   let chars = 0;
   let valueChars = 0;
-  let placed = true;
   for (let i = 0; i < n; i++) {
     const key = kv[2 * i];
-    const kl = key.length;
     const vl = kv[2 * i + 1].length;
     const at = keyOffset(key, i);
-    if (at < 0) {
-      writeArgs[KEY_PLACES + i] = NOT_IN_KEY_AREA;
-      chars += kl;
-      placed = false;
-    } else {
-      writeArgs[KEY_PLACES + i] = at * 64 + kl;
-    }
+    keyAt[i] = at;
+    if (at < 0) chars += key.length;
     chars += vl;
     valueChars += vl;
   }
@@ -231,30 +202,18 @@ function encodeAscii(set) {
   let at = offset;
   if (n !== 0) {
     at = offset + SET_SIZE + n * LABEL_SIZE + chars;
-    const written = WRITER === 'js' ? writeJs(offset, at, kv, n)
-      : placed && WRITER === 'wasm' && setwriter.write !== null ? writeWasm(offset, at, kv, n)
-        : writeSet(offset, at, kv);
-    if (written !== at) return false;
-  }
-  if (withRecord && WRITER !== 'js') {
-    // Where each value landed, for the record to copy: the strings copied
-    // follow the entries in order, one byte per character.
-    let p = offset + SET_SIZE + n * LABEL_SIZE;
-    for (let i = 0; i < n; i++) {
-      if (writeArgs[KEY_PLACES + i] === NOT_IN_KEY_AREA) p += kv[2 * i].length;
-      valueAt[i] = p;
-      valueLength[i] = kv[2 * i + 1].length;
-      p += valueLength[i];
-    }
+    if (writeAscii(offset, at, kv, n) !== at) return false;
   }
   closeBlock(set, n, offset, at, withRecord);
   return true;
 }
 
-// The JavaScript writer (lib/setbytes.js) of an ASCII set whose block is
-// [offset, end), keys with a place in the key area pointing there: returns
-// where its last string ends, or -1 where a string is not ASCII.
-function writeJs(offset, end, kv, n) {
+// Writes an ASCII set whose block is [offset, end) with lib/setbytes.js,
+// keys in the key area (keyAt) pointed at there, and says where each value
+// went (valueAt, valueLength) for its record: returns where its last
+// string ends, or -1 where a string is not ASCII.  The set is written last,
+// so a refused block holds no set (nor is it ever published).
+function writeAscii(offset, end, kv, n) {
   const bytes = arena.bytes;
   const words = arena.words;
   const low = arena.baseLow;
@@ -262,64 +221,23 @@ function writeJs(offset, end, kv, n) {
   const storage = offset + SET_SIZE;
   let p = storage + n * LABEL_SIZE;
   for (let i = 0; i < n; i++) {
-    const place = writeArgs[KEY_PLACES + i];
-    let keyAt;
-    let keyLength;
-    if (place === NOT_IN_KEY_AREA) {
-      keyAt = p;
-      keyLength = putAscii(bytes, kv[2 * i], p);
-      if (keyLength < 0) return -1;
-      p += keyLength;
-    } else {
-      keyAt = (place - (place & 63)) / 64;
-      keyLength = place & 63;
+    const key = kv[2 * i];
+    let keyBytes = keyAt[i];
+    if (keyBytes < 0) {
+      keyBytes = p;
+      if (putAscii(bytes, key, p) < 0) return -1;
+      p += key.length;
     }
     const length = putAscii(bytes, kv[2 * i + 1], p);
     if (length < 0) return -1;
     valueAt[i] = p;
     valueLength[i] = length;
-    putLabel(words, storage, i, keyLength, low + keyAt, length, low + p, high);
+    putLabel(words, storage, i, key.length, low + keyBytes, length, low + p, high);
     p += length;
   }
   if (p !== end) return -1;
   putSet(words, offset, low + storage, high, n);
   return p;
-}
-
-// binding.writeSet(key, value, ...), with the block and the key places in
-// writeArgs: returns where the set's last string ends, or -1.  The strings
-// are arguments (the addon reads arguments more cheaply than array
-// elements); a key with a place is passed too, and not read.
-function writeSet(offset, end, kv) {
-  writeArgs[0] = offset;
-  writeArgs[1] = end;
-  const w = binding.writeSet;
-  switch (kv.length) {
-    case 2: w(kv[0], kv[1]); break;
-    case 4: w(kv[0], kv[1], kv[2], kv[3]); break;
-    case 6: w(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]); break;
-    case 8: w(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]); break;
-    default: w(...kv);
-  }
-  const written = writeArgs[0];
-  return written === REFUSED ? -1 : written;
-}
-
-// setwriter.write(offset, end, n, place, value, ...) for a set whose keys
-// are all in the key area (their places in writeArgs): returns where its
-// last value ends, or -1.  Labels past n are passed as (0, undefined), and
-// not read.
-function writeWasm(offset, end, kv, n) {
-  const w = setwriter.write;
-  const r = writeArgs;
-  switch (n) {
-    case 1: return w(offset, end, 1, r[2], kv[1], 0, undefined, 0, undefined, 0, undefined);
-    case 2: return w(offset, end, 2, r[2], kv[1], r[3], kv[3], 0, undefined, 0, undefined);
-    case 3: return w(offset, end, 3, r[2], kv[1], r[3], kv[3], r[4], kv[5], 0, undefined);
-    case 4: return w(offset, end, 4, r[2], kv[1], r[3], kv[3], r[4], kv[5], r[5], kv[7]);
-    default: return w(offset, end, n, r[2], kv[1], r[3], kv[3], r[4], kv[5], r[5], kv[7],
-      r[6], kv[9], r[7], kv[11], r[8], kv[13], r[9], kv[15], r[10], kv[17], r[11], kv[19]);
-  }
 }
 
 // Any set that lib/labelset.js checked (well-formed keys, every string
@@ -374,4 +292,4 @@ function encodeAny(set) {
 // What lib/labelset.js writes this mode's sets with.
 useWriter({ Set: HooksSet, ascii: encodeAscii, any: encodeAny });
 
-module.exports = { EMPTY, WRITER, encode, recordsOn };
+module.exports = { EMPTY, encode, recordsOn };
