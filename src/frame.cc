@@ -346,6 +346,16 @@ void Fill(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
 }
 
+// put() takes no more sets until the next use(), if it tracks its stores
+// in `group` (a group retired or about to be forgotten).
+void StopPutting(FrameEnv* env, std::vector<Global<Object>>* group) {
+  Cursor& c = env->cursor;
+  if (c.group != group) return;
+  c.base = nullptr;
+  c.group = nullptr;
+  c.chunk.Reset();
+}
+
 // use(chunk, group, maxKeyBytes, maxValueBytes): put() writes into the
 // ArrayBuffer `chunk` (from chunk()) from now on, from the shared offset
 // (cursor[0]), and tracks its stores in `group`; what it remembers of the
@@ -605,6 +615,8 @@ void Retire(const FunctionCallbackInfo<Value>& args) {
   Group& g = env->groups[args[0].As<v8::Uint32>()->Value()];
   g.retired.Reset(args.GetIsolate(), args[1].As<Object>());
   g.retired.SetWeak();
+  // put() writes no more into it, even if no use() follows (chunk() threw).
+  StopPutting(env, &g.stores);
 }
 
 // live(group): undefined while no collection has run since retire(); then
@@ -624,6 +636,7 @@ void Live(const FunctionCallbackInfo<Value>& args) {
   std::vector<Local<Value>> alive;
   for (Global<Object>& g : it->second.stores)
     if (!g.IsEmpty()) alive.push_back(g.Get(isolate));
+  StopPutting(env, &it->second.stores);
   env->groups.erase(it);
   args.GetReturnValue().Set(v8::Array::New(isolate, alive.data(), alive.size()));
 }
