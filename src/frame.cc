@@ -301,8 +301,9 @@ void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> o
 constexpr uint32_t kFillMax = 256;
 
 // The model label-set stores are copied from, made at the first.
-v8::MaybeLocal<Object> ModelOf(FrameEnv* env, Isolate* isolate, Local<Context> context) {
+v8::MaybeLocal<Object> ModelOf(FrameEnv* env, Isolate* isolate) {
   if (env->model.IsEmpty()) {
+    Local<Context> context = isolate->GetCurrentContext();
     Local<Object> model;
     if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return {};
     SetField(model, 0, nullptr);
@@ -327,14 +328,13 @@ Local<Object> CloneOf(Isolate* isolate, Local<Object> model) {
 void Fill(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
-  Local<Context> context = isolate->GetCurrentContext();
   uint32_t n = args[0].As<v8::Uint32>()->Value();
   uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[1]));
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
   uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
   Local<Object> model;
-  if (!ModelOf(env, isolate, context).ToLocal(&model)) return;
+  if (!ModelOf(env, isolate).ToLocal(&model)) return;
   std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
   for (uint32_t i = 0; i < n; i++) {
@@ -370,6 +370,10 @@ void Use(const FunctionCallbackInfo<Value>& args) {
   c.chunk.Reset(isolate, chunk);
   c.size = static_cast<uint32_t>(chunk->ByteLength());
   c.group = &EnvOf(args)->groups[args[1].As<v8::Uint32>()->Value()].stores;
+  // Room for the weak handles of every set put() can write in the chunk
+  // (each takes more than 96 bytes), so that the vector does not grow and
+  // move them as the chunk fills.
+  c.group->reserve(c.group->size() + chunk->ByteLength() / 96);
   c.max_key = args[2].As<v8::Uint32>()->Value();
   c.max_value = args[3].As<v8::Uint32>()->Value();
   for (uint32_t i = 0; i < kMaxLabels; i++) {
@@ -520,7 +524,7 @@ void Put(const FunctionCallbackInfo<Value>& args) {
   std::memcpy(record + 32, &kToken, sizeof kToken);
   std::memcpy(base + at, record, sizeof record);
   Local<Object> model;
-  if (!ModelOf(env, isolate, isolate->GetCurrentContext()).ToLocal(&model)) return;
+  if (!ModelOf(env, isolate).ToLocal(&model)) return;
   Local<Object> store = CloneOf(isolate, model);
   SetRecord(store, base + at);
   Track(isolate, *c.group, store);
