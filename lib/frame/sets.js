@@ -4,7 +4,8 @@
 //
 // The sets are those of lib/labelset.js (one set of reading, checking and
 // merging rules for both modes); this file writes their bytes
-// (useWriter), in chunks the GC owns rather than in the thread's arena:
+// (useWriter), in chunks the GC owns rather than in the thread's arena,
+// the common sets whole in one call into the companion (put(), below):
 //   record (40 bytes): 24 bytes zero, the set's address at +24, the token
 //                      0xEC9EB507FB5D7903 at +32 (Parca Agent's layout)
 //   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
