@@ -59,6 +59,7 @@
 
 extern "C" {
 #include "companion.h"
+#include "customlabels.h"
 }
 
 #define CL_EXPORT __attribute__((visibility("default")))
@@ -127,6 +128,41 @@ struct Group {
 // the store template, the model OpenTelemetry stores are copied from (made
 // at the first), and the calling thread's thread-locals in the main addon.
 // Owned by the environment; freed by its cleanup hook.
+// The most labels a set has (lib/checks.js LIMITS.maxLabels).
+constexpr uint32_t kMaxLabels = 10;
+
+// Where put() writes whole sets: the current chunk (JavaScript names it,
+// use()), and what put() remembers of the sets it wrote there, per label
+// position: the key string last written and where, and the value likewise.
+// Sets made one after another mostly have the same keys in the same order
+// (one object literal at one call site), and labels such as a route repeat
+// the same string: an identity test of the handle finds them, so their
+// bytes are written once per chunk.  A value that changes from set to set
+// (a trace id, a user) is kept for that test only while it has missed
+// fewer than 2 times running, and one set in 32 after that: making and
+// dropping a global handle per set costs more than writing the bytes again.
+// Owned by the environment; reset with each chunk, whose bytes the offsets
+// are in.
+struct Cursor {
+  Global<ArrayBuffer> chunk;
+  uint8_t* base = nullptr;
+  uint32_t size = 0;
+  std::vector<Global<Object>>* group = nullptr;  // the chunk's weak handles (groups)
+  uint32_t max_key = 0;                          // the limits, in bytes
+  uint32_t max_value = 0;
+  // The bump offset in the chunk, shared with JavaScript, which writes the
+  // sets put() does not (a Uint32Array over `offset`, exported as cursor).
+  Global<ArrayBuffer> offset;
+  uint32_t* off = nullptr;
+  Global<String> key[kMaxLabels];
+  uint32_t key_at[kMaxLabels] = {};
+  uint32_t key_len[kMaxLabels] = {};
+  Global<String> value[kMaxLabels];
+  uint32_t value_at[kMaxLabels] = {};
+  uint32_t value_len[kMaxLabels] = {};
+  uint32_t misses[kMaxLabels] = {};
+};
+
 struct FrameEnv {
   Global<Object> als;
   Global<Object> otel_als;
@@ -135,6 +171,7 @@ struct FrameEnv {
   Global<Object> otel_model;
   cl_frame_tls_t tls;
   std::unordered_map<uint32_t, Group> groups;
+  Cursor cursor;
 };
 
 // One internal field in both kinds of store.  A label-set store's field 0:
@@ -262,38 +299,237 @@ void Track(Isolate* isolate, std::vector<Global<Object>>& group, Local<Object> o
 // not a transition to another hidden class and a property array made per
 // store (lib/frame/sets.js write()).
 constexpr uint32_t kFillMax = 256;
+
+// The model label-set stores are copied from, made at the first.
+v8::MaybeLocal<Object> ModelOf(FrameEnv* env, Isolate* isolate) {
+  if (env->model.IsEmpty()) {
+    Local<Context> context = isolate->GetCurrentContext();
+    Local<Object> model;
+    if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return {};
+    SetField(model, 0, nullptr);
+    if (model->Set(context, String::NewFromUtf8Literal(isolate, "set"), v8::Undefined(isolate)).IsNothing() ||
+        model->Set(context, String::NewFromUtf8Literal(isolate, "otel"), v8::Undefined(isolate)).IsNothing())
+      return {};
+    env->model.Reset(isolate, model);
+    return model;
+  }
+  return env->model.Get(isolate);
+}
+
+Local<Object> CloneOf(Isolate* isolate, Local<Object> model) {
+#if V8_MAJOR_VERSION >= 13
+  return model->Clone(isolate);
+#else
+  (void)isolate;
+  return model->Clone();
+#endif
+}
+
 void Fill(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
-  Local<Context> context = isolate->GetCurrentContext();
   uint32_t n = args[0].As<v8::Uint32>()->Value();
   uintptr_t first = reinterpret_cast<uintptr_t>(AddressOf(args[1]));
   uint32_t stride = args[2].As<v8::Uint32>()->Value();
   uint32_t id = args[3].As<v8::Uint32>()->Value();
   if (n == 0 || n > kFillMax) return;
-  if (env->model.IsEmpty()) {
-    Local<Object> model;
-    if (!env->store.Get(isolate)->NewInstance(context).ToLocal(&model)) return;
-    SetField(model, 0, nullptr);
-    if (model->Set(context, String::NewFromUtf8Literal(isolate, "set"), v8::Undefined(isolate)).IsNothing() ||
-        model->Set(context, String::NewFromUtf8Literal(isolate, "otel"), v8::Undefined(isolate)).IsNothing())
-      return;
-    env->model.Reset(isolate, model);
-  }
+  Local<Object> model;
+  if (!ModelOf(env, isolate).ToLocal(&model)) return;
   std::vector<Global<Object>>& group = env->groups[id].stores;
   Local<Value> objs[kFillMax];
-  Local<Object> model = env->model.Get(isolate);
   for (uint32_t i = 0; i < n; i++) {
-#if V8_MAJOR_VERSION >= 13
-    Local<Object> obj = model->Clone(isolate);
-#else
-    Local<Object> obj = model->Clone();
-#endif
+    Local<Object> obj = CloneOf(isolate, model);
     SetRecord(obj, reinterpret_cast<void*>(first + uintptr_t{i} * stride));
     Track(isolate, group, obj);
     objs[i] = obj;
   }
   args.GetReturnValue().Set(v8::Array::New(isolate, objs, n));
+}
+
+// put() takes no more sets until the next use(), if it tracks its stores
+// in `group` (a group retired or about to be forgotten).
+void StopPutting(FrameEnv* env, std::vector<Global<Object>>* group) {
+  Cursor& c = env->cursor;
+  if (c.group != group) return;
+  c.base = nullptr;
+  c.group = nullptr;
+  c.chunk.Reset();
+}
+
+// use(chunk, group, maxKeyBytes, maxValueBytes): put() writes into the
+// ArrayBuffer `chunk` (from chunk()) from now on, from the shared offset
+// (cursor[0]), and tracks its stores in `group`; what it remembers of the
+// strings of the chunk before is dropped.  JavaScript keeps `chunk` too,
+// for as long as it writes there.
+void Use(const FunctionCallbackInfo<Value>& args) {
+  Isolate* isolate = args.GetIsolate();
+  Cursor& c = EnvOf(args)->cursor;
+  c.base = nullptr;
+  if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsUint32() || !args[3]->IsUint32()) return;
+  Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
+  c.chunk.Reset(isolate, chunk);
+  c.size = static_cast<uint32_t>(chunk->ByteLength());
+  c.group = &EnvOf(args)->groups[args[1].As<v8::Uint32>()->Value()].stores;
+  // Room for the weak handles of every set put() can write in the chunk
+  // (each takes more than 96 bytes), so that the vector does not grow and
+  // move them as the chunk fills.
+  c.group->reserve(c.group->size() + chunk->ByteLength() / 96);
+  c.max_key = args[2].As<v8::Uint32>()->Value();
+  c.max_value = args[3].As<v8::Uint32>()->Value();
+  for (uint32_t i = 0; i < kMaxLabels; i++) {
+    c.key[i].Reset();
+    c.value[i].Reset();
+    c.misses[i] = 0;
+  }
+  c.base = static_cast<uint8_t*>(chunk->Data());
+}
+
+// Writes `s` at base[at] if it is all ASCII, of min to max characters, and
+// fits below `size`; returns its length, or -1 (not ASCII, or outside
+// min..max: what was written there is not used), or -2 (no room).
+int32_t PutString(Isolate* isolate, Local<String> s, uint8_t* base, uint32_t at, uint32_t size, uint32_t min,
+                  uint32_t max) {
+  if (!s->IsOneByte()) return -1;
+  uint32_t length = static_cast<uint32_t>(s->Length());
+  if (length < min || length > max) return -1;
+  if (at > size || length > size - at) return -2;
+  uint8_t* p = base + at;
+#if V8_MAJOR_VERSION >= 13
+  s->WriteOneByteV2(isolate, 0, length, p);
+#else
+  s->WriteOneByte(isolate, p, 0, static_cast<int>(length), String::NO_NULL_TERMINATION);
+#endif
+  // ASCII: no byte with its high bit, tested eight at a time.
+  uint64_t high = 0;
+  uint32_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, sizeof w);
+    high |= w;
+  }
+  for (; i < length; i++) high |= p[i];
+  if (high & 0x8080808080808080ull) return -1;
+  return static_cast<int32_t>(length);
+}
+
+// A Parca record: 24 bytes zero, the set's address, the token.
+constexpr uint32_t kRecord = 40;
+constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
+
+// put(key, value, key, value...): writes a whole label set into the
+// current chunk (use()) at the shared offset, every string ASCII and within
+// the limits, in one call: its record (Parca Agent's layout), the set, its
+// entries, and the bytes of the keys and values it does not find there
+// already (Cursor); then the new offset, 8-byte aligned, into cursor[0],
+// and returns a new store object whose internal field 0 points at the
+// record, tracked weakly in the chunk's group, as fill()'s are.  Returns
+// undefined, having published nothing and moved no offset, for a set it
+// does not take (a string not ASCII or outside the limits, or not a
+// string), which JavaScript writes as UTF-8 after checking it
+// (lib/frame/sets.js); null when the set does not fit in what is left of
+// the chunk.  Nothing points at the record before the store object is made,
+// and nothing points at the store until JavaScript puts it in a frame, so a
+// reader finds the set whole or not at all.
+// Why one call: the same set written in JavaScript, a few calls into
+// the companion and typed-array stores, was code that V8 compiled again and
+// again as it tiered up, and that was most of what a request paid over
+// AsyncLocalStorage alone, in the compiler's threads and the main one.
+void Put(const FunctionCallbackInfo<Value>& args) {
+  FrameEnv* env = EnvOf(args);
+  Cursor& c = env->cursor;
+  int argc = args.Length();
+  if (c.base == nullptr || argc < 2 || argc > static_cast<int>(2 * kMaxLabels) || (argc & 1) != 0) return;
+  Isolate* isolate = args.GetIsolate();
+  uint32_t n = static_cast<uint32_t>(argc) / 2;
+  uint32_t at = *c.off;
+  uint32_t storage = at + kRecord + sizeof(custom_labels_labelset_t);
+  uint32_t p = storage + n * sizeof(custom_labels_label_t);
+  if ((at & 7) != 0 || at > c.size || p > c.size) {
+    args.GetReturnValue().SetNull();
+    return;
+  }
+  uint8_t* base = c.base;
+  custom_labels_label_t entries[kMaxLabels];
+  uint32_t misses[kMaxLabels];
+  bool wrote[kMaxLabels];
+  for (uint32_t i = 0; i < n; i++) {
+    Local<Value> kv = args[static_cast<int>(2 * i)];
+    Local<Value> vv = args[static_cast<int>(2 * i + 1)];
+    if (!kv->IsString() || !vv->IsString()) return;
+    Local<String> k = kv.As<String>();
+    Local<String> v = vv.As<String>();
+    uint32_t k_at;
+    uint32_t k_len;
+    if (c.key[i] == k) {
+      k_at = c.key_at[i];
+      k_len = c.key_len[i];
+    } else {
+      int32_t r = PutString(isolate, k, base, p, c.size, 1, c.max_key);
+      if (r == -2) args.GetReturnValue().SetNull();
+      if (r < 0) return;
+      k_at = p;
+      k_len = static_cast<uint32_t>(r);
+      p += k_len;
+    }
+    uint32_t m = c.misses[i];
+    bool compare = m < 2 || (m & 31) == 0;
+    uint32_t v_at;
+    uint32_t v_len;
+    if (compare && c.value[i] == v) {
+      v_at = c.value_at[i];
+      v_len = c.value_len[i];
+      misses[i] = 0;
+      wrote[i] = false;
+    } else {
+      int32_t r = PutString(isolate, v, base, p, c.size, 0, c.max_value);
+      if (r == -2) args.GetReturnValue().SetNull();
+      if (r < 0) return;
+      v_at = p;
+      v_len = static_cast<uint32_t>(r);
+      p += v_len;
+      misses[i] = (m + 1) & 0xffffff;
+      wrote[i] = true;
+    }
+    entries[i].key.len = k_len;
+    entries[i].key.buf = base + k_at;
+    entries[i].value.len = v_len;
+    entries[i].value.buf = base + v_at;
+  }
+  // Every string fits and is ASCII: the caches take this set's strings
+  // (the cached value only where the next set compares it).
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t k_at = static_cast<uint32_t>(entries[i].key.buf - base);
+    if (k_at != c.key_at[i] || c.key[i].IsEmpty()) {
+      c.key[i].Reset(isolate, args[static_cast<int>(2 * i)].As<String>());
+      c.key_at[i] = k_at;
+      c.key_len[i] = static_cast<uint32_t>(entries[i].key.len);
+    }
+    if (wrote[i]) {
+      uint32_t m = misses[i];
+      c.value_at[i] = static_cast<uint32_t>(entries[i].value.buf - base);
+      c.value_len[i] = static_cast<uint32_t>(entries[i].value.len);
+      if (m < 2 || (m & 31) == 0)
+        c.value[i].Reset(isolate, args[static_cast<int>(2 * i + 1)].As<String>());
+      else
+        c.value[i].Reset();
+    }
+    c.misses[i] = misses[i];
+  }
+  std::memcpy(base + storage, entries, n * sizeof(custom_labels_label_t));
+  custom_labels_labelset_t set = {reinterpret_cast<custom_labels_label_t*>(base + storage), n, n};
+  std::memcpy(base + at + kRecord, &set, sizeof set);
+  uint8_t record[kRecord] = {};
+  uintptr_t set_address = reinterpret_cast<uintptr_t>(base + at + kRecord);
+  std::memcpy(record + 24, &set_address, sizeof set_address);
+  std::memcpy(record + 32, &kToken, sizeof kToken);
+  std::memcpy(base + at, record, sizeof record);
+  Local<Object> model;
+  if (!ModelOf(env, isolate).ToLocal(&model)) return;
+  Local<Object> store = CloneOf(isolate, model);
+  SetRecord(store, base + at);
+  Track(isolate, *c.group, store);
+  *c.off = (p + 7) & ~7u;
+  args.GetReturnValue().Set(store);
 }
 
 // putAscii(chunk, offset, string): writes `string` into the ArrayBuffer
@@ -383,6 +619,8 @@ void Retire(const FunctionCallbackInfo<Value>& args) {
   Group& g = env->groups[args[0].As<v8::Uint32>()->Value()];
   g.retired.Reset(args.GetIsolate(), args[1].As<Object>());
   g.retired.SetWeak();
+  // put() writes no more into it, even if no use() follows (chunk() threw).
+  StopPutting(env, &g.stores);
 }
 
 // live(group): undefined while no collection has run since retire(); then
@@ -402,6 +640,7 @@ void Live(const FunctionCallbackInfo<Value>& args) {
   std::vector<Local<Value>> alive;
   for (Global<Object>& g : it->second.stores)
     if (!g.IsEmpty()) alive.push_back(g.Get(isolate));
+  StopPutting(env, &it->second.stores);
   env->groups.erase(it);
   args.GetReturnValue().Set(v8::Array::New(isolate, alive.data(), alive.size()));
 }
@@ -522,6 +761,16 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "fill", Fill);
   Method(isolate, exports, data, "chunk", Chunk);
   Method(isolate, exports, data, "putAscii", PutAscii);
+  Method(isolate, exports, data, "use", Use);
+  Method(isolate, exports, data, "put", Put);
+  {
+    // The offset put() and JavaScript share (Cursor): 8 bytes of their own,
+    // which never move, kept by the environment.
+    Local<ArrayBuffer> offset = ArrayBuffer::New(isolate, 8);
+    env->cursor.offset.Reset(isolate, offset);
+    env->cursor.off = static_cast<uint32_t*>(offset->Data());
+    exports->Set(context, String::NewFromUtf8Literal(isolate, "cursor"), v8::Uint32Array::New(offset, 0, 2)).Check();
+  }
   Method(isolate, exports, data, "recordOf", RecordOf);
   Method(isolate, exports, data, "retire", Retire);
   Method(isolate, exports, data, "live", Live);

@@ -174,6 +174,45 @@ describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
     assert.deepEqual(JSON.parse(r.stdout), { mode: 'frame', labels: { after: 'workers' } });
   });
 
+  it('sets written whole by the companion (put) and by JavaScript, mixed, over many chunks: the frame holds exactly getLabels() each time', function () {
+    if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node (previous test says why)');
+    // put() (src/frame.cc) takes sets of up to six ASCII labels within the
+    // limits and remembers, per label position, the key and value strings
+    // it last wrote: a value that repeats is not written again, one that
+    // keeps changing is compared one set in 32.  Each pattern here goes
+    // through those paths (a repeated value, a changing one, a value equal
+    // to an earlier one in another string, a value back after many misses),
+    // mixed with sets JavaScript writes (a non-ASCII value, seven labels),
+    // over enough sets to fill many chunks.
+    const r = node(`
+      const cl = require('.');
+      const tls = require('./test/helpers/tls');
+      const routes = ['/a', '/b', '/c'];
+      let wrong = 0;
+      let checked = 0;
+      const first = [];
+      for (let i = 0; i < 6000; i++) {
+        const labels = { route: routes[i % 40 === 0 ? 1 : 0], trace: 'trace-' + i, user: 'user-' + (i % 7) };
+        if (i % 97 === 0) labels.user = 'usér-' + i;
+        if (i % 89 === 0) Object.assign(labels, { a: '1', b: '2', c: '3', d: '4' });
+        if (i % 13 === 0) labels.route = ['/', 'a'].join('');
+        const seen = cl.withLabels(labels, () => ({ tls: tls.published(), js: cl.getLabels() }));
+        checked++;
+        if (JSON.stringify(seen.tls) !== JSON.stringify(seen.js)) {
+          wrong++;
+          if (first.length < 3) first.push(seen);
+        }
+      }
+      process.stdout.write(JSON.stringify({ mode: cl.publishMode, wrong, checked, first }));
+    `);
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.equal(out.mode, 'frame');
+    assert.equal(out.checked, 6000);
+    assert.deepEqual(out.first, [], 'the first sets whose published labels differ from getLabels()');
+    assert.equal(out.wrong, 0);
+  });
+
   it('the API tests pass in frame mode too', function () {
     if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node');
     const mocha = path.join(ROOT, 'node_modules', 'mocha', 'bin', 'mocha.js');

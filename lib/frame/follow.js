@@ -31,7 +31,7 @@ const sets = require('./sets');
 const { EMPTY, recordsOn } = sets;
 
 // What frame mode calls on the companion (here and in frame-sets.js).
-const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live', 'putAscii'];
+const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live', 'putAscii', 'use', 'put'];
 
 // Why frame mode cannot run in this thread with `v8` (the companion, or
 // null and `missing`, why it did not load), or null when it can.  The probe
@@ -50,15 +50,7 @@ function unavailable(v8, missing) {
     return `the companion customlabels-v8 is from another build of customlabels (it has no ${absent.join(', ')}): ` +
       'rebuild it for this Node.js (docs/install.md)';
   }
-  const probe = new AsyncLocalStorage();
-  const on = probe.run(1, () => isMap(v8.cped()));
-  // run() leaves the probe in the frame it returns to, with the value
-  // undefined (it restores the prior value, not the prior frame), and every
-  // frame made after it would copy that entry: each AsyncLocalStorage.run
-  // in the thread, customlabels' and the application's, copies a frame
-  // twice.  disable() takes it out.
-  probe.disable();
-  if (!on) {
+  if (!isMap(probeFrame(v8))) {
     return major === 22
       ? 'AsyncContextFrame is off (Node.js 22 turns it on with --experimental-async-context-frame)'
       : 'AsyncContextFrame is off (--no-async-context-frame)';
@@ -82,15 +74,39 @@ let native = null;
 let frameProto = null;
 let Frame = null;
 
+// What the CPED slot holds inside the run() of a new AsyncLocalStorage
+// (the probe), with the slot given back what it held before, less an
+// empty frame.  run() leaves the probe in the frame it returns to, with the
+// value undefined (it restores the prior value, not the prior frame);
+// disable() deletes that entry, but from a copy: where no frame was there
+// before, an empty one is left (lib/platform.js's probe, which runs as the
+// package loads, leaves one too).  Every frame made after it, and every
+// continuation started from code that ran then (a server's connections),
+// would copy that frame, and copying a frame iterates it, where no frame
+// copies nothing: some 700 instructions per HTTP request on Node.js 24
+// under callgrind.  An empty frame and none hold the same stores, so the
+// slot gets none back, by the frame class's own set() (Node.js 22, 24 and
+// 26 have it).
+function probeFrame(v8) {
+  const before = v8.cped();
+  const probe = new AsyncLocalStorage();
+  const inside = probe.run(1, () => v8.cped());
+  probe.disable();
+  if (isMap(inside)) {
+    const back = isMap(before) && before.size === 0 ? undefined : before;
+    const F = Object.getPrototypeOf(inside).constructor;
+    if (v8.cped() !== back && typeof F === 'function' && typeof F.set === 'function') F.set(back);
+  }
+  return inside;
+}
+
 // Turns frame mode on in this thread, with the companion `v8`: before any
 // set is made (lib/index.js).
 function start(v8) {
   native = v8;
   native.storeAls(storage);
   native.storeOtelAls(otelStorage);
-  const probe = new AsyncLocalStorage();
-  frameProto = probe.run(1, () => Object.getPrototypeOf(v8.cped()));
-  probe.disable(); // as in unavailable()
+  frameProto = Object.getPrototypeOf(probeFrame(v8));
   // What AsyncLocalStorage.enterWith does with it, on Node 22, 24 and 26:
   // new AsyncContextFrame(als, store) (a copy of the current frame with
   // the entry set), then AsyncContextFrame.set(frame) (into the CPED slot).

@@ -4,7 +4,8 @@
 //
 // The sets are those of lib/labelset.js (one set of reading, checking and
 // merging rules for both modes); this file writes their bytes
-// (useWriter), in chunks the GC owns rather than in the thread's arena:
+// (useWriter), in chunks the GC owns rather than in the thread's arena,
+// the common sets whole in one call into the companion (put(), below):
 //   record (40 bytes): 24 bytes zero, the set's address at +24, the token
 //                      0xEC9EB507FB5D7903 at +32 (Parca Agent's layout)
 //   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
@@ -38,6 +39,7 @@
 // its isolate.  docs/design.md (Frame mode: memory and lifetime).
 
 const { otelEnabled } = require('../addon');
+const { LIMITS } = require('../checks');
 const { LabelSet } = require('../labelset');
 const { SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, withinLimitsInChars } = require('../setbytes');
 const { recordBytes, writeRecord } = require('../record');
@@ -118,6 +120,7 @@ function newChunk() {
   lo = address % TWO32;
   hi = (address - lo) / TWO32;
   off = 0;
+  native.use(b, id, LIMITS.maxKeyBytes, LIMITS.maxValueBytes);
   keys = new Map();
   byPosition = [];
   next = POOL; // the pool's records were in the old chunk
@@ -511,13 +514,61 @@ function giveUp(p) {
   return false;
 }
 
+// Writes a set of 1 to PUT_MAX labels, all ASCII and within the limits,
+// and no record, in one call into the companion (put(), src/frame.cc): the
+// whole set, its record and its store object.  Returns false for any other
+// set, having written nothing, for write() to write.  This is the set a
+// request makes, and the one call is what keeps it cheap: the same work in
+// JavaScript was code that V8 compiled again as it tiered up, and that
+// compiling, in its threads and the main one, was most of what a request
+// paid over AsyncLocalStorage alone.  The companion reads and writes the
+// chunk's offset in `cursor` (cursor[0]); `off` stays this file's.
+const PUT_MAX = 6;
+let cursor = null;
+
+function put(set, kv, n) {
+  cursor[0] = off;
+  let store = call(kv, n);
+  if (store === null) {
+    // The chunk is full: a new one, where any set of PUT_MAX labels fits.
+    newChunk();
+    cursor[0] = off;
+    store = call(kv, n);
+  }
+  if (store === undefined || store === null) return false;
+  off = cursor[0];
+  // The store keeps the set, and the set its chunk.
+  set.chunk = buf;
+  setsHere++;
+  writtenWithout = true;
+  set.store = store;
+  store.set = set;
+  return true;
+}
+
+// The companion's put() with kv's strings as its arguments.
+function call(kv, n) {
+  switch (n) {
+    case 1: return native.put(kv[0], kv[1]);
+    case 2: return native.put(kv[0], kv[1], kv[2], kv[3]);
+    case 3: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]);
+    case 4: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]);
+    case 5: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9]);
+    default: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9], kv[10], kv[11]);
+  }
+}
+
 // The writer lib/labelset.js uses in frame mode: ascii takes the sets
 // within the limits in characters whose strings are all ASCII (so within
-// them in bytes); any writes a set already checked.
+// them in bytes), the companion the common ones among them (put); any
+// writes a set already checked.
 const writer = {
   Set: FrameSet,
   ascii(set) {
-    return withinLimitsInChars(set.kv) && write(set, true);
+    const kv = set.kv;
+    const n = kv.length >> 1;
+    if (n !== 0 && n <= PUT_MAX && !recordsOn() && put(set, kv, n)) return true;
+    return withinLimitsInChars(kv) && write(set, true);
   },
   any(set) {
     write(set, false);
@@ -529,6 +580,7 @@ const writer = {
 // turn on in this thread (recordsOn).
 function start(v8, onRecords) {
   native = v8;
+  cursor = v8.cursor;
   turnedOn = onRecords;
   newChunk();
   return writer;
