@@ -47,11 +47,11 @@
 // of 10 keep-alive connections, and exits; per request = (total for N2 -
 // total for N1) / (N2 - N1), which leaves out starting Node and loading the
 // package, with the median total of `reps` runs for each count.  Prints per
-// Node and variant the instructions per request and the difference from
-// baseline.  A variant the Node cannot run (frame on Node 20) is skipped
-// with a line that says so.  Needs valgrind (Debian: apt-get install
-// valgrind).  Per-hop counts (await, setImmediate, withLabels...):
-// bench/instructions.js.
+// Node and variant the instructions per request, the difference from
+// baseline and every run's total.  A variant the Node cannot run (frame on
+// Node 20) is skipped with a line that says so.  Needs valgrind (Debian:
+// apt-get install valgrind).  Per-hop counts (await, setImmediate,
+// withLabels...): bench/instructions.js.
 //
 // The CPU-time rounds: one server process per variant and Node, all started
 // first and kept up.  The load, from this process over 50 keep-alive
@@ -369,7 +369,7 @@ async function instructions(o) {
           }
           const key = PACKAGE_VARIANTS.has(v) && pkg.root !== ROOT ? `${v}@base` : v;
           per[key] = (median(totals[n2]) - median(totals[n1])) / (n2 - n1);
-          const spread = (t) => `${(Math.min(...t) / 1e6).toFixed(1)}-${(Math.max(...t) / 1e6).toFixed(1)}M`;
+          const spread = (t) => `${t.map((x) => (x / 1e6).toFixed(1)).join(' ')}M`;
           const sign = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(0)}`;
           const notes = [];
           if (per.baseline !== undefined && v !== 'baseline') notes.push(`${sign(per[key] - per.baseline)} over baseline`);
