@@ -780,8 +780,6 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   Method(isolate, exports, data, "otelStore", OtelStore);
   exports->Set(context, String::NewFromUtf8Literal(isolate, "modules"),
                Number::New(isolate, NODE_MODULE_VERSION)).Check();
-  exports->Set(context, String::NewFromUtf8Literal(isolate, "recordFieldOffset"),
-               Number::New(isolate, kField0)).Check();
   // custom_labels_v8_layout for JavaScript: what the OpenTelemetry process
   // context publishes for readers of the Node.js schema (lib/threadcontext.js).
   const cl_v8_layout_t& l = custom_labels_v8_layout;
