@@ -544,33 +544,15 @@ void Put(const FunctionCallbackInfo<Value>& args) {
 // copies from any representation without flattening.  Bounds are checked
 // here: nothing is written outside the chunk.
 void PutAscii(const FunctionCallbackInfo<Value>& args) {
-  Isolate* isolate = args.GetIsolate();
   args.GetReturnValue().Set(-1);
   if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsString()) return;
   Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
-  uint32_t offset = args[1].As<v8::Uint32>()->Value();
-  Local<String> str = args[2].As<String>();
-  if (!str->IsOneByte()) return;
-  uint32_t length = static_cast<uint32_t>(str->Length());
-  size_t size = chunk->ByteLength();
-  if (offset > size || length > size - offset) return;
-  uint8_t* at = static_cast<uint8_t*>(chunk->Data()) + offset;
-#if V8_MAJOR_VERSION >= 13
-  str->WriteOneByteV2(isolate, 0, length, at);
-#else
-  str->WriteOneByte(isolate, at, 0, static_cast<int>(length), String::NO_NULL_TERMINATION);
-#endif
-  // ASCII: no byte with its high bit, tested eight at a time.
-  uint64_t high = 0;
-  uint32_t i = 0;
-  for (; i + 8 <= length; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, at + i, sizeof w);
-    high |= w;
-  }
-  for (; i < length; i++) high |= at[i];
-  if (high & 0x8080808080808080ull) return;
-  args.GetReturnValue().Set(length);
+  // A chunk is far below 4 GiB (chunk()); the clamp only keeps the bound exact.
+  size_t bytes = chunk->ByteLength();
+  uint32_t size = bytes > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(bytes);
+  int32_t length = PutString(args.GetIsolate(), args[2].As<String>(), static_cast<uint8_t*>(chunk->Data()),
+                             args[1].As<v8::Uint32>()->Value(), size, 0, UINT32_MAX);
+  if (length >= 0) args.GetReturnValue().Set(length);
 }
 
 // chunk(size): [ArrayBuffer, address] over `size` bytes (zeroed before V8 13,
