@@ -39,17 +39,30 @@ function unsupportedReason() {
   return null;
 }
 
+// Runs a probe that uses an AsyncLocalStorage of its own in an async scope
+// of its own.  On AsyncContextFrame, a new AsyncLocalStorage's first run()
+// makes the current frame one that holds it, and disable() then empties that
+// frame in place: an empty frame would stay current, and every frame made
+// after it copies it (Node 24 and 26).  An AsyncResource puts back the frame
+// it found when its scope ends.
+function scoped(probe) {
+  return new AsyncResource('customlabels.probe', { requireManualDestroy: true }).runInAsyncScope(probe);
+}
+
 // Whether AsyncLocalStorage runs on AsyncContextFrame (default from Node 24,
 // opt-in on 22).  Resource-based AsyncLocalStorage stores its value on the
-// current async resource; the frame-based one does not touch it.
+// current async resource (inside scoped(), the probe's own); the
+// frame-based one does not touch it.
 function usesAsyncContextFrame() {
-  const probe = new AsyncLocalStorage();
-  const resource = executionAsyncResource();
-  const count = () => Object.getOwnPropertySymbols(resource).length;
-  const outside = count();
-  const inside = probe.run(true, count);
-  probe.disable();
-  return inside === outside;
+  return scoped(() => {
+    const probe = new AsyncLocalStorage();
+    const resource = executionAsyncResource();
+    const count = () => Object.getOwnPropertySymbols(resource).length;
+    const outside = count();
+    const inside = probe.run(true, count);
+    probe.disable();
+    return inside === outside;
+  });
 }
 
 // Whether async_hooks can be told not to track promises.
@@ -112,8 +125,11 @@ function missingHooks() {
 // and 24 the statics are inherited (ActiveAsyncContextFrame), on 26 own.
 function contextFrameClass() {
   const probe = new AsyncLocalStorage();
-  const resource = probe.run(true, () => new AsyncResource('customlabels.probe', { requireManualDestroy: true }));
-  probe.disable();
+  const resource = scoped(() => {
+    const made = probe.run(true, () => new AsyncResource('customlabels.probe', { requireManualDestroy: true }));
+    probe.disable();
+    return made;
+  });
   const key = Object.getOwnPropertySymbols(resource).find((s) => s.description === 'context_frame');
   const frame = key === undefined ? undefined : resource[key];
   if (!isMap(frame) || frame.get(probe) !== true) return null;

@@ -63,3 +63,48 @@ describe('the files of lib/ each mode loads', function () {
     assert.equal(compiled, 0, 'WebAssembly modules compiled');
   });
 });
+
+// The AsyncContextFrame current when the package loads is the one current
+// after: the probes of lib/platform.js and lib/frame/follow.js run an
+// AsyncLocalStorage of their own, whose run() and disable() would otherwise
+// leave an empty frame current, copied into every frame made after it.
+// Read with Node's own accessor (--expose-internals) in a child, right
+// before and right after require().
+describe('loading the package leaves the current AsyncContextFrame as it found it', function () {
+  this.timeout(60000);
+
+  before(function () {
+    needs.platform(this);
+    if (!require('..').supported) needs.feature(this, 'addon', `the addon did not load: ${require('..').unsupportedReason}`);
+    if (!require('../lib/platform').usesAsyncContextFrame()) {
+      needs.feature(this, 'AsyncContextFrame', 'AsyncLocalStorage does not run on AsyncContextFrame in this Node (Node 24 and later, or 22 with --experimental-async-context-frame)');
+    }
+  });
+
+  function frames(mode) {
+    const code = `
+      const ACF = require('internal/async_context_frame');
+      const show = (f) => (f === undefined ? 'none' : 'a frame of ' + f.size);
+      const before = show(ACF.current());
+      const cl = require('.');
+      const after = show(ACF.current());
+      process.stdout.write(JSON.stringify({ mode: cl.publishMode, before, after }));`;
+    const r = spawnSync(process.execPath, [...process.execArgv, '--expose-internals', '-e', code],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: mode } });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  }
+
+  it('hooks mode', () => {
+    const r = frames('hooks');
+    assert.equal(r.mode, 'hooks');
+    assert.deepEqual({ before: r.before, after: r.after }, { before: 'none', after: 'none' });
+  });
+
+  it('frame mode', function () {
+    needs.frameMode(this);
+    const r = frames('frame');
+    assert.equal(r.mode, 'frame');
+    assert.deepEqual({ before: r.before, after: r.after }, { before: 'none', after: 'none' });
+  });
+});
