@@ -29,7 +29,13 @@ function loaded(mode) {
     const lib = ${JSON.stringify(path.join(ROOT, 'lib') + path.sep)};
     const files = Object.keys(require.cache).filter((f) => f.startsWith(lib)).map((f) => f.slice(lib.length)).sort();
     process.stdout.write(JSON.stringify({ mode: cl.publishMode, files, compiled }));`;
-  const r = spawnSync(process.execPath, [...process.execArgv, '-e', code],
+  return child(mode, code);
+}
+
+// Runs `code` in a child of this Node in `mode`, with `args` before it;
+// what the child wrote, as JSON.
+function child(mode, code, args = []) {
+  const r = spawnSync(process.execPath, [...process.execArgv, ...args, '-e', code],
     { cwd: ROOT, encoding: 'utf8', timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: mode } });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout);
@@ -89,10 +95,7 @@ describe('loading the package leaves the current AsyncContextFrame as it found i
       const cl = require('.');
       const after = show(ACF.current());
       process.stdout.write(JSON.stringify({ mode: cl.publishMode, before, after }));`;
-    const r = spawnSync(process.execPath, [...process.execArgv, '--expose-internals', '-e', code],
-      { cwd: ROOT, encoding: 'utf8', timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: mode } });
-    assert.equal(r.status, 0, r.stderr);
-    return JSON.parse(r.stdout);
+    return child(mode, code, ['--expose-internals']);
   }
 
   it('hooks mode', () => {
