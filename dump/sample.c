@@ -92,27 +92,28 @@ static void node_id_of(sampler_t *s, cld_sampled_thread_t *th) {
   th->have_node = cld_node_thread_id(&s->node, th->tid, &th->node_id);
 }
 
-/*
- * Reads the thread while it is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT),
- * as an interrupting profiler does: the first sample of a thread, which
- * learns its thread pointer, and a sample whose reads of the running
- * thread kept changing (sample_read.c).  False if it could not be taken at
- * all (the thread is gone, or the stop was refused: that ends sampling).
- */
-static bool read_stopped(sampler_t *s, cld_sampled_thread_t *th) {
+/* What one stopped read of a thread came to. */
+typedef enum {
+  STOPPED_READ,    /* read while it stood still (parts may be unreadable) */
+  STOPPED_UNREAD,  /* not stopped, or no thread pointer: marked unread */
+  STOPPED_NONE     /* gone, or the stop was refused: no sample */
+} stopped_t;
+
+/* One stopped read (read_stopped below). */
+static stopped_t stop_and_read(sampler_t *s, cld_sampled_thread_t *th) {
   cld_stop_t stop;
   int errnum;
   cld_stop_status_t status = cld_thread_stop(th->tid, &stop, SAMPLE_STOP_TIMEOUT_MS, &errnum);
-  if (status == CLD_STOP_GONE) return false;
+  if (status == CLD_STOP_GONE) return STOPPED_NONE;
   if (status == CLD_STOP_EPERM || status == CLD_STOP_EBUSY) {
     s->refused = status;
     s->refused_tid = th->tid;
-    return false;
+    return STOPPED_NONE;
   }
   if (status != CLD_STOP_OK) {
     unread(s, "cannot stop the thread to read it: %s",
            status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
-    return true;
+    return STOPPED_UNREAD;
   }
   int e = 0;
   if (!th->have_tp) {
@@ -125,8 +126,40 @@ static bool read_stopped(sampler_t *s, cld_sampled_thread_t *th) {
   if (e == 0 && l != NULL) cld_read_labels(s->process, th->tp, l);
   if (e == 0 && r != NULL) cld_read_otel(&s->reading.otel, th->tp, CLD_ALL_KEYS, r);
   cld_thread_resume(&stop);
-  if (e != 0) unread(s, "cannot read the thread pointer: %s", strerror(e));
-  return true;
+  if (e != 0) {
+    unread(s, "cannot read the thread pointer: %s", strerror(e));
+    return STOPPED_UNREAD;
+  }
+  return STOPPED_READ;
+}
+
+/*
+ * A thread standing still can still be caught where what it publishes
+ * cannot be read whole: stopped inside a V8 collection, whose helper
+ * threads go on moving objects (frame mode's walk goes through them).  So
+ * a stopped read that failed is taken again after the thread ran on, at
+ * most this many times in all; what still fails is reported unreadable.
+ */
+#define STOPPED_ATTEMPTS 3
+
+static bool read_failed(const sampler_t *s) {
+  return (s->reading.labels != NULL && s->reading.labels->error) ||
+         (s->reading.record != NULL && s->reading.record->error);
+}
+
+/*
+ * Reads the thread while it is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT),
+ * as an interrupting profiler does: the first sample of a thread, which
+ * learns its thread pointer, and a sample whose reads of the running
+ * thread kept changing (sample_read.c).  False if it could not be taken at
+ * all (the thread is gone, or the stop was refused: that ends sampling).
+ */
+static bool read_stopped(sampler_t *s, cld_sampled_thread_t *th) {
+  for (int attempt = 1;; attempt++) {
+    stopped_t got = stop_and_read(s, th);
+    if (got == STOPPED_NONE) return false;
+    if (got == STOPPED_UNREAD || !read_failed(s) || attempt == STOPPED_ATTEMPTS) return true;
+  }
 }
 
 /* One sample of a running thread; false if it could not be taken at all. */
