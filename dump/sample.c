@@ -138,7 +138,9 @@ static stopped_t stop_and_read(sampler_t *s, cld_sampled_thread_t *th) {
  * cannot be read whole: stopped inside a V8 collection, whose helper
  * threads go on moving objects (frame mode's walk goes through them).  So
  * a stopped read that failed is taken again after the thread ran on, at
- * most this many times in all; what still fails is reported unreadable.
+ * most this many times in all; what still fails is reported unreadable,
+ * and the thread is `failing` until a read of it succeeds: read once, as
+ * it is, with no retry.
  */
 #define STOPPED_ATTEMPTS 3
 
@@ -155,21 +157,24 @@ static bool read_failed(const sampler_t *s) {
  * all (the thread is gone, or the stop was refused: that ends sampling).
  */
 static bool read_stopped(sampler_t *s, cld_sampled_thread_t *th) {
+  int attempts = th->failing ? 1 : STOPPED_ATTEMPTS;
   for (int attempt = 1;; attempt++) {
     stopped_t got = stop_and_read(s, th);
     if (got == STOPPED_NONE) return false;
-    if (got == STOPPED_UNREAD || !read_failed(s) || attempt == STOPPED_ATTEMPTS) return true;
+    if (got == STOPPED_UNREAD || !read_failed(s) || attempt == attempts) return true;
   }
 }
 
 /* One sample of a running thread; false if it could not be taken at all. */
 static bool sample_thread(sampler_t *s, cld_sampled_thread_t *th) {
+  s->reading.retry_failed = !th->failing;
   if (!th->have_tp || !cld_read_running(&s->reading, th->tp)) {
     /* A set that changed under every read of the running thread is read
      * with the thread stopped: dropping it would bias the shares against
      * the code that switches sets fastest. */
     if (!read_stopped(s, th)) return false;
   }
+  th->failing = read_failed(s);
   if (!th->have_name) {
     cld_thread_name(s->process->pid, th->tid, th->name, sizeof(th->name));
     th->have_name = true;

@@ -10,11 +10,13 @@
  * it is read again, and after CLD_READ_ATTEMPTS the sampler reads the
  * thread stopped (sample.c).  The record is read the same way, in the same reads as
  * the labels.  A read that failed (an address that could not be read, a
- * record pointer that points at no memory) counts as one that disagreed:
- * the thread may have been caught while its pointers moved (in frame mode,
- * a V8 collection moves the objects a walk goes through), so it is read
- * again, and only a thread that still fails when read stopped is reported
- * unreadable.
+ * record pointer that points at no memory) counts as one that disagreed
+ * (r->retry_failed): the thread may have been caught while its pointers
+ * moved (in frame mode, a V8 collection moves the objects a walk goes
+ * through), so it is read again, and only a thread that still fails when
+ * read stopped is reported unreadable.  A thread whose last sample failed
+ * even so is read as it is, failures included, until a read succeeds: what
+ * it publishes is broken, and stopping it every sample would tell no more.
  */
 #include <string.h>
 
@@ -56,7 +58,7 @@ static bool labels_stable(const cld_reading_t *r, uint64_t tp) {
   const cld_process_t *p = r->process;
   cld_labels_t *l = r->labels, *check = r->check;
   cld_read_labels(p, tp, l);
-  if (l->error || !labels_unchanged(p, tp, l)) return false;
+  if ((l->error && r->retry_failed) || !labels_unchanged(p, tp, l)) return false;
   /* One aligned word, or a walk that found nothing: cannot be torn. */
   if (l->is_null) return true;
   cld_read_labels(p, tp, check);
@@ -69,7 +71,7 @@ static bool labels_stable(const cld_reading_t *r, uint64_t tp) {
 static bool record_stable(const cld_reading_t *r, uint64_t tp) {
   cld_otel_record_t *rec = r->record, *check = r->check_record;
   cld_read_otel(&r->otel, tp, CLD_ALL_KEYS, rec);
-  if (rec->error || !record_unchanged(&r->otel, tp, rec)) return false;
+  if ((rec->error && r->retry_failed) || !record_unchanged(&r->otel, tp, rec)) return false;
   if (rec->is_null) return true;
   cld_read_otel(&r->otel, tp, CLD_ALL_KEYS, check);
   if (!record_unchanged(&r->otel, tp, rec) || record_pointer(check) != record_pointer(rec)) return false;

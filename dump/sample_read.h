@@ -29,6 +29,7 @@ typedef struct {
   cld_labels_t *check;               /* the second read, to compare */
   cld_otel_record_t *check_record;
   unsigned char *key, *check_key;    /* scratch for the comparison */
+  bool retry_failed;                 /* a failed read counts as one that changed */
 } cld_reading_t;
 
 /*

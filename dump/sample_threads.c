@@ -100,6 +100,7 @@ char cld_sampled_state(const cld_sampled_threads_t *list, cld_sampled_thread_t *
     forget_thread(th);
     th->have_tp = false;
     th->have_name = false;
+    th->failing = false;
     th->starttime = 0;
     return 0;
   }
@@ -110,6 +111,7 @@ char cld_sampled_state(const cld_sampled_threads_t *list, cld_sampled_thread_t *
     /* Same tid, new thread: what we knew no longer holds. */
     th->have_tp = false;
     th->have_name = false;
+    th->failing = false;
   }
   th->starttime = starttime;
   return state;

@@ -26,6 +26,7 @@ typedef struct {
   char name[64];
   bool have_node; /* its Node.js threadId is known */
   uint64_t node_id;
+  bool failing; /* its last sample could not be read even stopped (sample.c) */
 } cld_sampled_thread_t;
 
 /* Owned by the sampler: cld_sampled_init allocates, cld_sampled_free frees. */
