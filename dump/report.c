@@ -98,8 +98,9 @@ static int text_report(const cld_report_t *rp, parts_t *parts, cld_error_t *err)
     }
   }
   sets.overflow += rp->tally->overflow;
-  printf("process %d: %" PRIu64 " samples of running threads in %" PRIu64 " ticks at %u Hz over %.2f s\n",
-         (int)p->pid, rp->samples, rp->ticks, rp->hz, rp->seconds);
+  printf("process %d: %" PRIu64 " samples of running threads in %" PRIu64 " ticks at %u Hz over %.2f s; threads "
+         "stopped %" PRIu64 " %s to be read\n",
+         (int)p->pid, rp->samples, rp->ticks, rp->hz, rp->seconds, rp->stops, rp->stops == 1 ? "time" : "times");
   if (p->has_labels) {
     fputs("labels from ", stdout);
     cld_text_plain(stdout, p->labels.path);

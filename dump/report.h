@@ -21,6 +21,7 @@ typedef struct {
   unsigned hz;
   double seconds;             /* how long sampling ran */
   uint64_t samples, ticks;
+  uint64_t stops;             /* threads stopped to be read */
 } cld_report_t;
 
 /* Prints the report on stdout; 0, or an exit code with err set. */

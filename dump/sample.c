@@ -55,6 +55,7 @@ typedef struct {
   struct timespec node_read_at;
   bool node_read;
   uint64_t ticks, late, samples;
+  uint64_t stops; /* threads stopped to be read */
   bool gone;
   cld_stop_status_t refused; /* EPERM or EBUSY from a stop: ends sampling */
   pid_t refused_tid;
@@ -115,6 +116,7 @@ static stopped_t stop_and_read(sampler_t *s, cld_sampled_thread_t *th) {
            status == CLD_STOP_TIMEOUT ? "it did not stop in time" : strerror(errnum));
     return STOPPED_UNREAD;
   }
+  s->stops++;
   int e = 0;
   if (!th->have_tp) {
     e = cld_thread_pointer(th->tid, &th->tp);
@@ -353,7 +355,7 @@ int cld_sample(const cld_process_t *p, const cld_sample_options_t *options, cld_
   name_node_threads(&s);
   cld_report_t report = {.process = p, .tally = &s.tally, .ctx = rd->record != NULL ? s.ctx : NULL,
                          .json = options->json, .hz = options->hz, .seconds = elapsed,
-                         .samples = s.samples, .ticks = s.ticks};
+                         .samples = s.samples, .ticks = s.ticks, .stops = s.stops};
   rc = cld_report(&report, err);
   if (s.gone) fprintf(stderr, "customlabels-dump: process %d exited after %.2f s; sampled until then\n", (int)p->pid, elapsed);
   if (cld_stop_requested())

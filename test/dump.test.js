@@ -688,6 +688,24 @@ describe('customlabels-dump', function () {
       await assertResumed(pid);
     });
 
+    it('a running thread whose set can never be read: unreadable at every sample, and not stopped at every sample', async () => {
+      const { pid, roles } = await startFixture(bin.abi_exe, ['broken']);
+      const r = runDump(['--json', '--sample', '200', '--duration', '1', String(pid)]);
+      assert.equal(r.status, 0, r.stderr);
+      const rows = jsonLines(r.stdout).filter((l) => l.tid === roles.broken);
+      assert.equal(rows.length, 1, r.stdout);
+      assert.match(rows[0].error, /label set at 0x1000 is unreadable/);
+      assert.ok(rows[0].samples >= 50, r.stdout);
+      // Its first sample is read stopped, and a read that fails stopped is
+      // taken again, three times at most; after that it is read as it is.
+      const table = runDump(['--sample', '200', '--duration', '1', String(pid)]);
+      assert.equal(table.status, 0, table.stderr);
+      const [, samples, stops] = /(\d+) samples of running threads in \d+ ticks at 200 Hz over [\d.]+ s; threads stopped (\d+) times? to be read/.exec(table.stdout).map(Number);
+      assert.ok(samples >= 50, table.stdout);
+      assert.ok(stops <= 3, `stopped ${stops} times in ${samples} samples:\n${table.stdout}`);
+      await assertResumed(pid);
+    });
+
     it('never reports a torn or mixed set while sets churn and the arena reuses their memory', async function () {
       this.timeout(60000);
       // Each set's `sum` is a checksum of its other values, all unique per
