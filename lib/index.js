@@ -59,7 +59,13 @@ function chooseMode(addon) {
     warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
     return 'hooks';
   }
-  frame.start(companion);
+  try {
+    frame.start(companion);
+  } catch (err) {
+    // The thread publishes nothing rather than half a mode (lib/fault.js).
+    require('./fault').fault('starting frame mode', err);
+    return 'hooks';
+  }
   return 'frame';
 }
 
@@ -72,10 +78,12 @@ function create() {
   const { derive } = require('./labelset');
   const { LIMITS, checkFunction, setLabel } = require('./checks');
   const mode = chooseMode(addon);
-  // Where the runtime lacks the hooks (lib/addon.js said so), labels follow
-  // the work in JavaScript alone.
+  // Where nothing can be published (no addon, whatever the reason
+  // lib/addon.js gave, or a thread that failed as it chose its mode),
+  // labels follow the work in JavaScript alone: no hook, no wrapper, no
+  // cost beyond AsyncLocalStorage's.
   const context = mode === 'frame' ? require('./frame/follow')
-    : addon.hooksMissing ? require('./hooks/none') : require('./hooks/follow');
+    : addon.binding === null || require('./fault').hasFailed() ? require('./hooks/none') : require('./hooks/follow');
   const { EMPTY } = context;
   const { enableThreadContext, useMode } = require('./threadcontext');
   useMode(context.recordsOn, mode === 'frame' ? context.otelLayout() : null);

@@ -1,15 +1,26 @@
 'use strict';
-// Following the context and publishing nothing: where the runtime lacks the
-// hooks that publishing follows the context with (lib/platform.js
-// missingHooks(); Bun today), the current set is the store of an
-// AsyncLocalStorage and nothing else, so that withLabels, enterLabels and
-// getLabels keep their meaning and never throw for what the runtime lacks,
-// while profilers see no label (lib/addon.js said why, once).  lib/index.js
-// chooses it; it offers the same run, enter, entered, current and state as
-// lib/hooks/follow.js.
+// Following the context and publishing nothing: wherever the package
+// cannot publish (no addon, for any of the reasons lib/addon.js gives, a
+// runtime that lacks the hooks publishing follows the context with, a
+// thread that failed as it chose its mode), the current set is the store of
+// an AsyncLocalStorage and nothing else, so that withLabels, enterLabels and
+// getLabels keep their meaning, with the same checks and errors, while
+// profilers see no label (lib/addon.js or lib/fault.js said why, once).  No
+// hook, no wrapper, no bytes written.  lib/index.js chooses it; it offers
+// the same run, enter, entered, current and state as lib/hooks/follow.js.
 
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { EMPTY, recordsOn } = require('./encode');
+const { LabelSet, useWriter } = require('../labelset');
+
+const EMPTY = new LabelSet([], null);
+
+// Nothing is written: every new set is checked in UTF-8 bytes
+// (lib/labelset.js, when `ascii` declines it), as a published one is.
+useWriter({ Set: LabelSet, ascii: () => false, any() {} });
+
+function recordsOn() {
+  return false;
+}
 
 const storage = new AsyncLocalStorage();
 
