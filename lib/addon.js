@@ -347,19 +347,69 @@ function load() {
   }
   const mismatch = layoutMismatch(binding.layout);
   if (mismatch !== null) return noAddon(`unexpected ABI layout: ${mismatch}`);
-  return { binding, file, reason: null };
+  // The views of the thread-locals (below) are external ArrayBuffers, which
+  // a V8 built with its sandbox refuses (Node-API's
+  // napi_no_external_buffers_allowed): then nothing can be published.
+  let words;
+  try {
+    words = views(binding);
+  } catch (err) {
+    return noAddon(`the addon cannot give JavaScript a view of its thread-locals (${sentence(err.message)})`,
+      'A Node.js whose V8 refuses external ArrayBuffers (built with the V8 sandbox) cannot run it.');
+  }
+  return { binding, file, reason: null, words };
 }
 
-const { binding, file, reason, noHooks: hooksMissing = false } = load();
+// Writing slot[0] is how a set is published: one aligned 8-byte store of the
+// set's address into this thread's custom_labels_current_set, with no native
+// call.  The address travels as a 64-bit integer (a BigInt), never as a
+// double: a double with a pointer's bits is subnormal, and a thread whose
+// floating-point unit flushes subnormals to zero (FTZ/DAZ on x86-64, FPCR.FZ
+// on aarch64, set by any library built with -ffast-math) could turn it into
+// 0 on the way and publish NULL.
+// Parca Agent reads the pointer elsewhere on aarch64 (src/arch_aarch64.c): there,
+// `parcaSlot` is an 8-byte BigUint64Array over the place it reads, in this
+// module's TLS block, that lib/hooks/follow.js keeps equal to the slot;
+// null where Parca Agent reads the slot itself (x86-64).
+// The same for OTEP 4947's otel_thread_ctx_v1 (lib/record.js), and the
+// process-wide word that says whether the thread context is on: non-zero
+// once any thread of the process enabled it.
+function views(binding) {
+  const parca = binding.parcaCopy();
+  return {
+    slot: new BigUint64Array(binding.slot()),
+    parca,
+    parcaSlot: parca.buffer === null ? null : new BigUint64Array(parca.buffer),
+    otelSlot: new BigUint64Array(binding.otelSlot()),
+    otelEnabled: new Uint32Array(binding.otelEnabled()),
+  };
+}
+
+// Where there is no addon, the views are of ordinary memory.
+const NO_WORDS = {
+  slot: new BigUint64Array(1),
+  parca: { buffer: null, reason: null },
+  parcaSlot: null,
+  otelSlot: new BigUint64Array(1),
+  otelEnabled: new Uint32Array(1),
+};
+
+const { binding, file, reason, noHooks: hooksMissing = false, words = NO_WORDS } = load();
+
+// What follows only warns or marks: none of it may keep the package from
+// loading.
 if (binding) {
-  checkPeers(binding, file);
-  watchLoads(binding, file);
+  try {
+    checkPeers(binding, file);
+    watchLoads(binding, file);
+    // Readers outside the process tell this thread from the others by
+    // Node's threadId, which Node 20 and 22 do not put in the thread's name
+    // (src/thread_mark.c).
+    binding.markThread(threadId);
+  } catch {
+    // out of memory while looking at the other objects loaded
+  }
 }
-
-// Readers outside the process tell this thread from the others by Node's
-// threadId, which Node 20 and 22 do not put in the thread's name
-// (src/thread_mark.c).
-if (binding) binding.markThread(threadId);
 
 // glibc puts a dlopen()ed module in static TLS only while its surplus for
 // such modules lasts; past that, in dynamic TLS, where eBPF profilers read
@@ -376,24 +426,11 @@ if (binding && binding.claimDynamicTlsWarning()) {
     { code: 'CUSTOMLABELS_DYNAMIC_TLS' });
 }
 
-// Writing slot[0] is how a set is published: one aligned 8-byte store of the
-// set's address into this thread's custom_labels_current_set, with no native
-// call.  The address travels as a 64-bit integer (a BigInt), never as a
-// double: a double with a pointer's bits is subnormal, and a thread whose
-// floating-point unit flushes subnormals to zero (FTZ/DAZ on x86-64, FPCR.FZ
-// on aarch64, set by any library built with -ffast-math) could turn it into
-// 0 on the way and publish NULL.  Where there is no addon, the slot is
-// ordinary memory.
-const slot = new BigUint64Array(binding ? binding.slot() : new ArrayBuffer(8));
+const { slot, parca, parcaSlot, otelSlot, otelEnabled } = words;
 
-// Parca Agent reads the pointer elsewhere on aarch64 (src/arch_aarch64.c): there,
-// `parcaSlot` is an 8-byte BigUint64Array over the place it reads, in this
-// module's TLS block, that lib/hooks/follow.js keeps equal to the slot;
-// null where Parca Agent reads the slot itself (x86-64).  Where the place
-// is not ours to write, the main thread says so once: every thread gets the
-// same answer, from the same executable and module.
-const parca = binding ? binding.parcaCopy() : { buffer: null, reason: null };
-const parcaSlot = parca.buffer === null ? null : new BigUint64Array(parca.buffer);
+// Where Parca Agent's place on aarch64 is not ours to write, the main thread
+// says so once: every thread gets the same answer, from the same executable
+// and module.
 if (parca.reason !== null && isMainThread) {
   process.emitWarning(
     `Parca Agent will read no labels from this process: on arm64 it reads custom_labels_current_set ` +
@@ -402,12 +439,6 @@ if (parca.reason !== null && isMainThread) {
     'Other profilers are not affected.',
     { code: 'CUSTOMLABELS_PARCA_ARM64' });
 }
-
-// The same for OTEP 4947's otel_thread_ctx_v1 (lib/record.js), and the
-// process-wide word that says whether the thread context is on: non-zero
-// once any thread of the process enabled it.
-const otelSlot = new BigUint64Array(binding ? binding.otelSlot() : new ArrayBuffer(8));
-const otelEnabled = new Uint32Array(binding ? binding.otelEnabled() : new ArrayBuffer(4));
 
 // ---------------------------------------------------------------------------
 // Frame mode's companion, customlabels-v8.node (src/frame.cc): V8's C++ API,

@@ -10,6 +10,7 @@
 // frame mode: its store object and chunk, lib/frame/sets.js).
 
 const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
+const { fault } = require('./fault');
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
@@ -31,7 +32,8 @@ class LabelSet {
 // mode's LabelSet class; `ascii(set)` writes a set only if it is within the
 // limits by construction (lib/setbytes.js withinLimitsInChars, and every
 // string ASCII), and returns false for any other, which is then checked in
-// UTF-8 bytes and written by `any(set)`.  Neither throws.
+// UTF-8 bytes and written by `any(set)`.  Neither throws for what the
+// caller gave; what either throws otherwise is a fault (build(), below).
 let writer = null;
 
 function useWriter(w) {
@@ -190,9 +192,24 @@ function build(parent, given, plain, who, span) {
   // the ASCII writer takes exactly those, so a set it wrote needs no other
   // check, and the common case measures no string.  Any other set is
   // checked in UTF-8 bytes before anything of it is written.
-  if (!writer.ascii(set)) {
+  // A writer that throws (an arena or a chunk that cannot be had) fails the
+  // thread closed (lib/fault.js): the set keeps its labels for getLabels()
+  // and is never published.  Only the caller's own errors (checkStrings)
+  // reach the caller.
+  let written;
+  try {
+    written = writer.ascii(set);
+  } catch (err) {
+    fault('writing a label set', err);
+    return set;
+  }
+  if (!written) {
     checkStrings(kv, who);
-    writer.any(set);
+    try {
+      writer.any(set);
+    } catch (err) {
+      fault('writing a label set', err);
+    }
   }
   return set;
 }

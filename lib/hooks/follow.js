@@ -20,6 +20,8 @@ const v8 = require('node:v8');
 const { usesAsyncContextFrame, canSkipPromises, contextFrameClass } = require('../platform');
 const { slot, parcaSlot, otelSlot } = require('../addon');
 const { EMPTY, encode, recordsOn } = require('./encode');
+const { fault, refuse, onFault, hasFailed } = require('../fault');
+const { warnOnce } = require('../warnings');
 
 const storage = new AsyncLocalStorage();
 
@@ -41,6 +43,15 @@ const publish = parcaSlot === null
   : (word) => { parcaSlot[0] = word; slot[0] = word; };
 
 function install(set) {
+  if (failed) return;
+  try {
+    write(set);
+  } catch (err) {
+    fault('publishing a label set', err);
+  }
+}
+
+function write(set) {
   // Once any thread enabled the thread context, this one publishes records
   // too (recordsOn() turns them on here the first time it sees that: every
   // set is written again, record and all).
@@ -63,19 +74,52 @@ function install(set) {
   if (records) otelSlot[0] = set.recordAddress;
 }
 
+// The hooks and the frame follower run inside Node's hook machinery and
+// its timer and tick loops, where an exception would end the process: each
+// catches what it throws and fails closed (lib/fault.js).  A try/catch
+// that catches nothing costs nothing here in any tier of V8.
 function before() {
-  const set = frameNow === null ? storage.getStore() : setOf(frameNow());
-  saved[depth++] = installed;
-  if (set !== installed) install(set);
+  try {
+    const set = frameNow === null ? storage.getStore() : setOf(frameNow());
+    saved[depth++] = installed;
+    if (set !== installed) install(set);
+  } catch (err) {
+    fault('publishing the set of a callback', err);
+  }
 }
 
 function after() {
   // A hook enabled inside a callback sees that callback's `after` only.
   if (depth === 0) return;
-  const previous = saved[--depth];
-  saved[depth] = undefined; // do not keep the set alive
-  if (previous !== installed) install(previous);
+  try {
+    const previous = saved[--depth];
+    saved[depth] = undefined; // do not keep the set alive
+    if (previous !== installed) install(previous);
+  } catch (err) {
+    fault('publishing the set after a callback', err);
+  }
 }
+
+// run and enter publish the set they enter themselves (on every Node):
+// while they call enterWith, following leaves it to them.  True for good
+// once the thread failed.
+let paused = false;
+
+// Once this thread failed (lib/fault.js): NULL in every word it publishes
+// through, the hooks disabled, and the frame follower paused for good.
+let failed = false;
+let hook = null;
+let stopPromiseHooks = null;
+
+onFault(() => {
+  failed = true;
+  paused = true;
+  installed = undefined;
+  publish(0n);
+  otelSlot[0] = 0n;
+  if (hook !== null) hook.disable();
+  if (stopPromiseHooks !== null) stopPromiseHooks();
+});
 
 // Following AsyncContextFrame's own exchanges.  With AsyncContextFrame, the
 // current set is the store of the frame V8 holds (its continuation-preserved
@@ -119,20 +163,19 @@ function setOf(frame) {
   return set;
 }
 
-// run and enter publish the set they enter themselves (on every Node):
-// while they call enterWith, following leaves it to them.  (No try/finally
-// around it, which costs more than the rest of following does: should
-// enterWith throw, the next run or enter clears the flag.)
-let entering = false;
 
 // The frame class's own `current` (no `this` needed), once frames are
 // followed: `before` then asks the frame cache rather than the Map.
 let frameNow = null;
 
 function follow(frame) {
-  if (entering) return;
-  const set = setOf(frame);
-  if (set !== installed) install(set);
+  if (paused) return;
+  try {
+    const set = setOf(frame);
+    if (set !== installed) install(set);
+  } catch (err) {
+    fault('publishing the set of a new async context frame', err);
+  }
 }
 
 // Every thread has its own Node environment and its own frame class, so
@@ -150,24 +193,72 @@ function followFrames(cls) {
   // This realm's follower is called directly (so that V8 can inline it),
   // any other realm's from the list.
   const more = [];
-  const { current, set } = cls;
-  frameNow = current;
+  const current = cls.current;
+  const followAll = (frame) => {
+    follow(frame);
+    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
+  };
+  wrapStatic(cls, 'set', current, followAll);
+  wrapStatic(cls, 'exchange', current, followAll);
   Object.defineProperty(cls, FOLLOWERS, { value: more });
-  cls.set = function set_(frame) {
-    set.call(this, frame);
-    follow(frame);
-    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
-  };
-  // exchange is the current frame, then set (Node 22 to 26): the wrapper
-  // does just that with the originals, so that the frame is followed once
-  // (Node 22 and 24's exchange calls this.set, which would be the wrapper).
-  cls.exchange = function exchange_(frame) {
-    const prior = current.call(this);
-    set.call(this, frame);
-    follow(frame);
-    if (more.length !== 0) for (let i = 0; i < more.length; i++) more[i](frame);
-    return prior;
-  };
+  frameNow = current;
+}
+
+// Wraps the static `name` of the frame class so that the frame it makes
+// current is followed once it is.  The wrapper calls the function it found
+// there (Node's own, or the wrapper of a library that came before) and
+// never stands in for it, so that whatever that function does still runs:
+// Node 22 and 24's exchange calls this.set, whose wrapper follows the frame
+// too (a comparison more).  The static becomes an accessor, so that a
+// library that assigns a wrapper of its own later is what Node calls, and
+// the frame is still followed after it: through this wrapper when it calls
+// the function it replaced, and directly, with one warning, when it does
+// not (it then skips Node's own static and every wrapper before it).  A
+// library that redefines the property (Object.defineProperty) rather than
+// assigning it is followed only through the function it replaced.
+function wrapStatic(cls, name, current, followAll) {
+  const found = cls[name];
+  let reached = false;
+  const wrapper = {
+    [name](frame) {
+      reached = true;
+      const result = found.call(this, frame);
+      followAll(frame);
+      return result;
+    },
+  }[name];
+  let visible = wrapper;
+  Object.defineProperty(cls, name, {
+    configurable: true,
+    enumerable: false,
+    get() {
+      return visible;
+    },
+    set(fn) {
+      if (typeof fn !== 'function' || fn === wrapper) {
+        visible = fn;
+        return;
+      }
+      visible = {
+        [name](...args) {
+          reached = false;
+          const result = Reflect.apply(fn, this, args);
+          if (!reached) {
+            notChained(name);
+            followAll(current());
+          }
+          return result;
+        },
+      }[name];
+    },
+  });
+}
+
+function notChained(name) {
+  warnOnce('CUSTOMLABELS_FRAME_WRAPPER',
+    `A library replaced Node.js's AsyncContextFrame.${name} with a function that does not call the one it replaced ` +
+    `(customlabels' wrapper, which calls Node.js's own ${name}). customlabels still publishes the set of the frame ` +
+    'that is current after each call, so profilers read what getLabels() says; what that function skipped does not run.');
 }
 
 // How the hooks are attached depends on the Node version, chosen once:
@@ -176,26 +267,45 @@ function followFrames(cls) {
 //   promises go through v8.promiseHooks, and async_hooks, told not to track
 //   promises where it can be, covers callbacks (timers, I/O, nextTick...),
 //   and the frame class's statics (above) cover the exchanges of Node's
-//   JavaScript.
+//   JavaScript.  Without the frame class, hooks alone would publish the
+//   caller's set inside the callbacks those statics run: the thread then
+//   publishes nothing, and says so.
 // - Otherwise AsyncLocalStorage itself runs on async_hooks, and one
 //   createHook covers promises and callbacks alike.
+// The frame class is wrapped first, so that a failure there leaves no hook.
+// No Node.js released to date (22, 24, 26) tells of a change of frame
+// otherwise: a diagnostics channel 'async_context_frame.set' is proposed
+// (nodejs/node pull request 58229), and none of those lines publishes on it.
 let mechanism = null;
 
 function enable() {
-  const frames = usesAsyncContextFrame();
-  const found = frames ? contextFrameClass() : null;
-  if (frames && canSkipPromises()) {
-    createHook({ before, after, trackPromises: false }).enable();
-    v8.promiseHooks.onBefore(before);
-    v8.promiseHooks.onAfter(after);
-    mechanism = 'async_hooks (callbacks) + v8.promiseHooks (promises)';
-  } else {
-    createHook({ before, after }).enable();
-    mechanism = 'async_hooks';
-  }
-  if (found !== null) {
-    followFrames(found);
-    mechanism += ' + AsyncContextFrame.set/exchange';
+  mechanism = 'nothing';
+  if (hasFailed()) return;
+  try {
+    const frames = usesAsyncContextFrame();
+    const found = frames ? contextFrameClass() : null;
+    if (frames && found === null) {
+      refuse(`Node.js ${process.versions.node} runs AsyncLocalStorage on AsyncContextFrame, and its frame class, ` +
+        'whose statics set and exchange change the context in timers, immediates, ticks and AsyncResource callbacks, ' +
+        'was not found; without it profilers would read the caller\'s labels inside those callbacks ' +
+        '(CUSTOMLABELS_PUBLISH=frame publishes without it)');
+      return;
+    }
+    let attached = 'async_hooks';
+    if (found !== null) followFrames(found);
+    if (frames && canSkipPromises()) {
+      hook = createHook({ before, after, trackPromises: false }).enable();
+      const stopBefore = v8.promiseHooks.onBefore(before);
+      const stopAfter = v8.promiseHooks.onAfter(after);
+      stopPromiseHooks = () => { stopBefore(); stopAfter(); };
+      attached = 'async_hooks (callbacks) + v8.promiseHooks (promises)';
+    } else {
+      hook = createHook({ before, after }).enable();
+    }
+    if (found !== null) attached += ' + AsyncContextFrame.set/exchange';
+    if (!failed) mechanism = attached;
+  } catch (err) {
+    fault('attaching the hooks that follow the async context', err);
   }
 }
 
@@ -219,9 +329,12 @@ function run(set, fn, prior) {
 }
 
 function enterWith(set) {
-  entering = true;
-  storage.enterWith(set);
-  entering = false;
+  paused = true;
+  try {
+    storage.enterWith(set);
+  } finally {
+    paused = failed;
+  }
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
