@@ -10,7 +10,7 @@
 // frame mode: its store object and chunk, lib/frame/sets.js).
 
 const { LIMITS, describe, quote, isPlainObject, checkStrings } = require('./checks');
-const { fault } = require('./fault');
+const { fault, onFault } = require('./fault');
 
 const hasOwn = Object.prototype.hasOwnProperty;
 
@@ -39,6 +39,13 @@ let writer = null;
 function useWriter(w) {
   writer = w;
 }
+
+// Once the thread failed (lib/fault.js), no set is written: each keeps its
+// labels for getLabels() and is checked as before (`ascii` declines it),
+// and nothing of it is published.
+onFault(() => {
+  writer = { Set: writer === null ? LabelSet : writer.Set, ascii: () => false, any() {} };
+});
 
 // ---------------------------------------------------------------------------
 // Reading the caller's object.  derive() reads the own enumerable string
