@@ -62,8 +62,12 @@ function envVar(name) {
 // dl_iterate_phdr, reading no file and needing no permission (nodejs/node
 // src/node_report.cc, v20 to v26).  The report takes 2 to 5 ms (Node.js 20
 // to 26) without its network interfaces, the slow part, which are put back
-// as the application had them.  Deno's report has no sharedObjects, and
-// needs --allow-sys: not asked for.
+// as the application had them; kept until the running job ends, so that
+// the loader's two looks (the C library, then other copies' addons: nothing
+// is loaded between them) take one report.  Deno's report has no
+// sharedObjects, and needs --allow-sys: not asked for.
+let reported = null;
+
 function mappedFiles() {
   const maps = '/proc/self/maps';
   let denied;
@@ -79,13 +83,18 @@ function mappedFiles() {
     if (!refused(err)) return { files: null, refused: null };
     denied = err;
   }
+  if (reported !== null) return { files: reported, refused: null };
   const report = process.report;
   if (process.versions.deno === undefined && typeof report?.getReport === 'function') {
     const network = report.excludeNetwork;
     try {
       if (network === false) report.excludeNetwork = true;
       const files = report.getReport().sharedObjects;
-      if (Array.isArray(files)) return { files, refused: null };
+      if (Array.isArray(files)) {
+        reported = files;
+        queueMicrotask(() => { reported = null; });
+        return { files, refused: null };
+      }
     } catch {
       // no report: the C library stays unknown, and the warning says why
     } finally {
