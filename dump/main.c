@@ -69,9 +69,10 @@ typedef struct {
   pid_t pid;
 } options_t;
 
+/* A usage error: one line that names it and where the usage is, not the
+ * whole help, which would bury the line that says what went wrong. */
 static int usage(const char *problem) {
-  if (problem != NULL) fprintf(stderr, "customlabels-dump: %s\n", problem);
-  fputs(usage_text, stderr);
+  fprintf(stderr, "customlabels-dump: %s (customlabels-dump --help shows the usage)\n", problem);
   return CLD_EXIT_USAGE;
 }
 

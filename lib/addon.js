@@ -15,7 +15,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { getEnvironmentData, setEnvironmentData, threadId, isMainThread } = require('node:worker_threads');
 const { conflict } = require('./copies');
-const { unsupportedReason, missingHooks } = require('./platform');
+const { unsupported, missingHooks, mappedFiles, refused, permissionFlag } = require('./platform');
 const { LIMITS } = require('./checks');
 
 // What the addon must agree on with lib/: the ABI's layout (lib/setbytes.js
@@ -44,7 +44,21 @@ function addonPath() {
   // node-gyp-build would take the first .node file it lists there.
   const built = path.join(ROOT, 'build', 'Release', 'customlabels.node');
   if (fs.existsSync(built)) return built;
-  return require('node-gyp-build').path(ROOT);
+  // node-gyp-build reads environment variables and /etc/alpine-release as
+  // it loads (node-gyp-build 4.8 node-gyp-build.js): Deno prompts on a
+  // terminal for each where it was not granted them, and Node.js's
+  // permission model refuses the file without
+  // --allow-fs-read=/etc/alpine-release.  The file it would choose is the
+  // only one in the platform's prebuilds folder (scripts/prebuild.js), taken
+  // directly there.
+  const prebuilt = path.join(ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'customlabels.node');
+  if (process.versions.deno !== undefined && fs.existsSync(prebuilt)) return prebuilt;
+  try {
+    return require('node-gyp-build').path(ROOT);
+  } catch (err) {
+    if (refused(err) && fs.existsSync(prebuilt)) return prebuilt;
+    throw err;
+  }
 }
 
 // Loads an addon file as require() would (without RTLD_GLOBAL: any library
@@ -63,18 +77,16 @@ function dlopen(file) {
 // folder whose package.json names this package (build/Release/ or
 // prebuilds/<platform>/ in it).  Another package's customlabels.node is not
 // one of them, and is never loaded from here.
+//
+// Where they cannot be listed (Deno without --allow-all: lib/platform.js
+// mappedFiles()), this copy loads its own file, and checkPeers() says so
+// if another copy's is loaded.
 function loadedCopies(own) {
-  let maps;
-  try {
-    maps = fs.readFileSync('/proc/self/maps', 'utf8');
-  } catch {
-    return [];
-  }
+  const mapped = mappedFiles().files;
+  if (mapped === null) return [];
   const files = new Set();
-  for (const line of maps.split('\n')) {
-    const at = line.indexOf('/');
-    if (at < 0 || !line.endsWith('/customlabels.node')) continue;
-    const file = line.slice(at);
+  for (const file of mapped) {
+    if (!file.endsWith('/customlabels.node')) continue;
     if (file === own || files.has(file)) continue;
     try {
       const root = path.resolve(file, '..', '..', '..');
@@ -295,13 +307,27 @@ function noAddon(reason, fix) {
 // Node.js itself refuses to load any addon (ERR_DLOPEN_DISABLED): under the
 // permission model without --allow-addons, or with --no-addons.  Building
 // cannot help; the flag can.
+// The permission model's flag is --experimental-permission on Node.js 20
+// (lib/platform.js permissionFlag()).
 function addonsDisabled() {
   if (process.permission !== undefined) {
-    return noAddon('Node.js runs with the permission model (--permission), which loads no native addon without --allow-addons',
-      'Start Node.js with --allow-addons beside --permission.');
+    const flag = permissionFlag();
+    return noAddon(`Node.js runs with the permission model (${flag}), which loads no native addon without --allow-addons`,
+      `Start Node.js with --allow-addons beside ${flag}.`);
   }
   return noAddon('Node.js runs with --no-addons, which loads no native addon',
     'Start Node.js without --no-addons.');
+}
+
+// A permission model refused loading the addon: Deno without --allow-ffi,
+// or Node.js without read access to the addon's file.  Building cannot
+// help; granting can.
+function addonRefused(err) {
+  const why = `the permission model refused loading the native addon: ${sentence(err.message)}`;
+  if (process.versions.deno !== undefined) {
+    return noAddon(why, 'Run Deno with --allow-ffi (Deno loads Node-API addons only with it), or --allow-all.');
+  }
+  return noAddon(why, `Start Node.js with --allow-fs-read for the folder customlabels is installed in (${ROOT}) beside ${permissionFlag()}.`);
 }
 
 // Where the runtime lacks the hooks that follow the context (Bun today:
@@ -331,8 +357,10 @@ function load() {
   // A copy that may not share this thread's labels must not write the
   // variable the first copy publishes through (lib/copies.js).
   if (conflict !== null) return { binding: null, reason: conflict };
-  const unsupported = unsupportedReason();
-  if (unsupported !== null) return { binding: null, reason: unsupported };
+  const platform = unsupported();
+  // Where a permission model kept it from telling, the warning names what to grant.
+  if (platform.fix !== null) return noAddon(platform.reason, platform.fix);
+  if (platform.reason !== null) return { binding: null, reason: platform.reason };
   const missing = missingHooks();
   if (missing !== null) return noHooks(missing);
   let file;
@@ -341,6 +369,7 @@ function load() {
     ({ binding, file } = loadShared(addonPath()));
   } catch (err) {
     if (err.code === 'ERR_DLOPEN_DISABLED') return addonsDisabled();
+    if (refused(err)) return addonRefused(err);
     const bundle = bundledInto();
     return noAddon(bundle === null ? `the native addon did not load: ${sentence(err.message)}`
       : `it was bundled into ${bundle}, and a bundle cannot carry its native addon`);
@@ -477,13 +506,36 @@ function rebuildCommand() {
 // was built for another Node.js (its V8 symbols are not this one's, dlopen
 // says "undefined symbol"), typically after switching Node.js versions.
 let companion = null;
+
+// Why `file` cannot be opened for reading (the OS error, or the permission
+// model's), or null where it can.
+function openError(file) {
+  try {
+    fs.closeSync(fs.openSync(file, 'r'));
+    return null;
+  } catch (err) {
+    return sentence(err.message).replace(/, open '.*'$/, '');
+  }
+}
+
 function loadCompanion() {
   if (companion !== null) return companion;
   if (binding === null) {
     companion = { v8: null, file: null, reason: `the addon did not load (${reason})` };
     return companion;
   }
+  // Deno loads Node-API addons only: the companion's V8 C++ API calls have
+  // nothing to bind to there, whatever it was built for.
+  if (process.versions.deno !== undefined) {
+    companion = {
+      v8: null,
+      file: null,
+      reason: `Deno ${process.versions.deno} loads only Node-API addons, not the companion customlabels-v8, which uses V8's C++ API: frame mode needs Node.js`,
+    };
+    return companion;
+  }
   const tried = [];
+  const unreadable = [];
   for (const candidate of companionFiles()) {
     if (!fs.existsSync(candidate)) continue;
     try {
@@ -497,6 +549,13 @@ function loadCompanion() {
       companion = { v8, file: candidate, reason: null };
       return companion;
     } catch (err) {
+      // A file that exists but cannot be opened (EACCES) is no build for
+      // another Node.js: the OS's own words say why.
+      const denied = openError(candidate);
+      if (denied !== null) {
+        unreadable.push(`${candidate} (${denied})`);
+        continue;
+      }
       // dlopen's message names the file first: say it once.
       tried.push(`${candidate} (${sentence(err.message).replace(`${candidate}: `, '')})`);
     }
@@ -504,7 +563,10 @@ function loadCompanion() {
   companion = {
     v8: null,
     file: null,
-    reason: tried.length > 0
+    reason: unreadable.length > 0
+      ? `the companion customlabels-v8 cannot be read: ${unreadable.join('; ')}; ` +
+        `let the user that runs Node.js read it${tried.length > 0 ? ` (${tried.join('; ')} did not load either)` : ''}`
+      : tried.length > 0
       ? `the companion customlabels-v8 was built for another Node.js than ${process.versions.node} (ABI ${process.versions.modules}): ` +
         `${tried.join('; ')} did not load; rebuild it for this Node.js with ${rebuildCommand()} (with a C++ compiler)`
       : `no companion customlabels-v8 for Node.js ABI ${process.versions.modules} (Node.js ${process.versions.node}): ` +

@@ -45,7 +45,10 @@ function warnPublish(addon, message) {
 }
 
 function chooseMode(addon) {
-  const asked = process.env.CUSTOMLABELS_PUBLISH;
+  // Unset where the runtime keeps the environment from the package (Deno
+  // without --allow-env), said nowhere: hooks mode, the default, is then
+  // the only mode that runs (frame mode needs Node.js).
+  const asked = require('./platform').envVar('CUSTOMLABELS_PUBLISH');
   if (asked === undefined || asked === '' || asked === 'hooks') return 'hooks';
   if (asked !== 'frame') {
     warnPublish(addon, `CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);

@@ -18,8 +18,9 @@ const needs = require('./helpers/needs');
 const { cc: CC } = require('./helpers/emulation');
 
 const ROOT = path.join(__dirname, '..');
-const MAJOR = Number(process.versions.node.split('.')[0]);
-const PERMISSION = MAJOR >= 22 ? '--permission' : '--experimental-permission';
+// The permission model's flag in this Node.js: --permission from 22.13,
+// before that --experimental-permission (Node.js 20 knows only that one).
+const PERMISSION = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
 
 function node(args, code, env = {}) {
   return spawnSync(process.execPath, [...args, '-e', code], {
@@ -42,16 +43,16 @@ describe('messages that name the fix', function () {
     if (!require('..').supported) needs.feature(this, 'addon', `the addon did not load: ${require('..').unsupportedReason}`);
   });
 
-  it(`${PERMISSION} without --allow-addons: the reason and one warning name --allow-addons, in sentences with one period`, function () {
+  it(`${PERMISSION} without --allow-addons: the reason and one warning name --allow-addons and the flag this Node.js has, in sentences with one period`, function () {
     const r = node([PERMISSION, '--allow-fs-read=*'], REPORT);
     assert.equal(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout);
     assert.equal(out.supported, false);
-    assert.match(out.reason, /permission model \(--permission\), which loads no native addon without --allow-addons$/);
+    assert.ok(out.reason.endsWith(`permission model (${PERMISSION}), which loads no native addon without --allow-addons`), out.reason);
     const w = warnings(r.stderr);
     assert.equal(w.length, 1, r.stderr);
     assert.equal(w[0][0], 'CUSTOMLABELS_NO_ADDON');
-    assert.match(w[0][1], /without --allow-addons\. Start Node\.js with --allow-addons beside --permission\.$/);
+    assert.ok(w[0][1].endsWith(`without --allow-addons. Start Node.js with --allow-addons beside ${PERMISSION}.`), w[0][1]);
     assert.doesNotMatch(w[0][1], /\.\./);
     assert.doesNotMatch(w[0][1], /install-scripts|rebuild/, 'building cannot help');
     // And the fix it names works.
@@ -124,6 +125,26 @@ describe('messages that name the fix', function () {
         assert.match(reason, fix);
         assert.equal(reason.split(path.join(dir, 'build', 'Release', 'v8', 'customlabels-v8.node')).length, 2, `the file is named once: ${reason}`);
       }
+    });
+
+    it('exists but cannot be read (EACCES): says so, with the file and the OS error, and not that it was built for another Node.js', function () {
+      const dir = path.join(tmp, 'unreadable');
+      packageAt(dir, require('../lib/addon').file);
+      const companion = path.join(dir, 'build', 'Release', 'v8', 'customlabels-v8.node');
+      fs.chmodSync(companion, 0o000);
+      // root reads any file: the child runs as nobody there, and nobody
+      // needs to reach the copy.
+      const asNobody = process.getuid() === 0;
+      if (asNobody) {
+        for (let d = dir; d !== path.dirname(tmp); d = path.dirname(d)) fs.chmodSync(d, 0o755);
+      }
+      const code = `process.stdout.write(JSON.stringify(require(${JSON.stringify(path.join(dir, 'lib', 'addon.js'))}).loadCompanion().reason))`;
+      const r = spawnSync(process.execPath, ['-e', code], {
+        cwd: '/', encoding: 'utf8', timeout: 60000, ...(asNobody ? { uid: 65534, gid: 65534 } : {}),
+      });
+      assert.equal(r.status, 0, r.stderr);
+      const reason = JSON.parse(r.stdout);
+      assert.equal(reason, `the companion customlabels-v8 cannot be read: ${companion} (EACCES: permission denied); let the user that runs Node.js read it`);
     });
   });
 });

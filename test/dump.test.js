@@ -585,11 +585,20 @@ describe('customlabels-dump', function () {
       assert.match(r.stdout, /custom_labels_current_set|Custom Label ABI v1/);
     });
 
-    it('usage errors', () => {
-      assert.equal(runDump([]).status, 2);
-      assert.equal(runDump(['--sample', '0', '1']).status, 2);
-      assert.equal(runDump(['--duration', '1', '1']).status, 2);
-      assert.equal(runDump(['12x']).status, 2);
+    it('usage errors: exit code 2 and one line on stderr that names the error and --help, not the whole help', () => {
+      const cases = [
+        [[], 'missing PID'],
+        [['--sample', '0', '1'], '--sample takes a rate in Hz from 1 to 1000'],
+        [['--duration', '1', '1'], '--duration goes with --sample'],
+        [['12x'], 'PID must be a positive number'],
+        [['--bogus', '1'], 'unknown option --bogus'],
+      ];
+      for (const [args, problem] of cases) {
+        const r = runDump(args);
+        assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+        assert.equal(r.stdout, '');
+        assert.equal(r.stderr, `customlabels-dump: ${problem} (customlabels-dump --help shows the usage)\n`);
+      }
     });
   });
 

@@ -12,7 +12,15 @@
 //   `unsupportedReason` and one warning say why, and a reader finds nothing
 //   to read (the addon is not loaded).
 // - Deno has them: it publishes as Node.js does, and the reader reads the
-//   labels of the flow.
+//   labels of the flow, with --allow-all and with only read access to the
+//   package and --allow-ffi (no --allow-env).  Without --allow-ffi it
+//   cannot load the addon: one warning names the flag.  Frame mode, which
+//   needs V8's C++ API, says that it needs Node.js.
+// - Node.js's permission model (--permission; --experimental-permission on
+//   Node.js 20) with --allow-addons and read access to the package only:
+//   /proc/self/maps cannot be read, and the package tells the C library
+//   from Node.js's diagnostic report and publishes.  Where that cannot be
+//   had either, one warning names --allow-fs-read=/proc/self/maps.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -63,8 +71,8 @@ function runtime(ctx, name) {
 
 // Runs the fixture under `bin`; once it is parked inside its flow, reads it
 // with customlabels-dump.  { report, dump: { status, threads }, stderr }.
-async function runChild(bin, args) {
-  const child = spawn(bin, [...args, CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+async function runChild(bin, args, env = {}) {
+  const child = spawn(bin, [...args, CHILD], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8');
@@ -94,6 +102,28 @@ async function runChild(bin, args) {
     child.kill('SIGKILL');
     await exited;
   }
+}
+
+// The package's warnings in a child's stderr: [code, message].
+function warnings(stderr) {
+  return [...stderr.matchAll(/\[(CUSTOMLABELS_[A-Z_]+)\] Warning: (.*)/g)].map((m) => [m[1], m[2]]);
+}
+
+// That the reader reads the flow's labels from the child's main thread.
+function readsFlow(ctx, r) {
+  if (r.dump.status === 4) needs.feature(ctx, 'ptrace', `customlabels-dump may not read process ${r.pid}: ${r.dump.stderr.trim()}`);
+  assert.equal(r.dump.status, 0, r.dump.stderr);
+  const main = r.dump.threads.find((t) => t.tid === r.pid);
+  assert.ok(main, JSON.stringify(r.dump.threads));
+  assert.deepEqual(main.labels, { route: '/runtime' });
+}
+
+// What a run under a permission model may read: the package (the fixture
+// is in it) and, where node_modules is a link out of it (a worktree), its
+// target.
+function readable() {
+  const modules = fs.realpathSync(path.join(ROOT, 'node_modules'));
+  return modules.startsWith(ROOT + path.sep) ? [ROOT] : [ROOT, modules];
 }
 
 const FOLLOWED = {
@@ -141,5 +171,94 @@ describe('other runtimes: Bun and Deno from the npm registry', function () {
     assert.ok(main, JSON.stringify(r.dump.threads));
     assert.deepEqual(main.labels, { route: '/runtime' });
     assert.equal(r.stderr().match(/\[CUSTOMLABELS_[A-Z_]+\]/g), null, r.stderr());
+  });
+
+  it('Deno with read access to the package and --allow-ffi only (no --allow-env, no /proc/self/maps): require does not throw, and it publishes', async function () {
+    const bin = runtime(this, 'deno');
+    const r = await runChild(bin, ['run', `--allow-read=${readable().join(',')}`, '--allow-ffi'], { CUSTOMLABELS_PUBLISH: 'hooks' });
+    assert.equal(r.report.threw, null);
+    assert.deepEqual(r.report.seen, FOLLOWED);
+    assert.equal(r.report.supported, true, r.report.reason);
+    assert.equal(r.report.publishMode, 'hooks');
+    assert.deepEqual(warnings(r.stderr()), [], r.stderr());
+    readsFlow(this, r);
+  });
+
+  it('Deno without --allow-ffi: require does not throw; supported is false, and the reason and one warning name --allow-ffi', async function () {
+    const bin = runtime(this, 'deno');
+    const r = await runChild(bin, ['run', `--allow-read=${readable().join(',')}`]);
+    assert.equal(r.report.threw, null);
+    assert.deepEqual(r.report.seen, FOLLOWED);
+    assert.equal(r.report.supported, false);
+    assert.match(r.report.reason, /^the permission model refused loading the native addon: .*--allow-ffi/);
+    const w = warnings(r.stderr());
+    assert.equal(w.length, 1, r.stderr());
+    assert.equal(w[0][0], 'CUSTOMLABELS_NO_ADDON');
+    assert.match(w[0][1], /Run Deno with --allow-ffi \(Deno loads Node-API addons only with it\), or --allow-all\.$/);
+    assert.doesNotMatch(w[0][1], /rebuild|install|C library/, 'building cannot help');
+  });
+
+  it('Deno with CUSTOMLABELS_PUBLISH=frame: one warning says that frame mode needs Node.js, not to rebuild; hooks mode publishes', async function () {
+    const bin = runtime(this, 'deno');
+    const r = await runChild(bin, RUNTIMES.deno.args, { CUSTOMLABELS_PUBLISH: 'frame' });
+    assert.equal(r.report.supported, true, r.report.reason);
+    assert.equal(r.report.publishMode, 'hooks');
+    const w = warnings(r.stderr());
+    assert.equal(w.length, 1, r.stderr());
+    assert.equal(w[0][0], 'CUSTOMLABELS_PUBLISH');
+    assert.match(w[0][1], /^CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: Deno \d+\.\d+\.\d+ loads only Node-API addons, not the companion customlabels-v8, which uses V8's C\+\+ API: frame mode needs Node\.js; customlabels publishes with hooks$/);
+    assert.doesNotMatch(w[0][1], /rebuild/);
+  });
+});
+
+describe("Node.js's permission model", function () {
+  this.timeout(60000);
+  // The flag this Node.js has: --permission from 22.13, before that only
+  // --experimental-permission (Node.js 20).
+  const FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+  const NO_REPORT = path.join(__dirname, 'fixtures', 'no-report.cjs');
+
+  before(function () {
+    needs.platform(this);
+    skipUnderEmulation(this, why.dump);
+    if (!require('..').supported) needs.feature(this, 'addon', `the addon did not load: ${require('..').unsupportedReason}`);
+    if (!fs.existsSync(DUMP)) needs.feature(this, 'customlabels-dump', `${DUMP} is not built (npx node-gyp rebuild)`);
+  });
+
+  function granted(extra = []) {
+    return [FLAG, '--allow-addons', ...readable().map((dir) => `--allow-fs-read=${dir}`), ...extra];
+  }
+
+  for (const [what, extra] of [
+    ['without read access to /proc/self/maps', []],
+    ['with --allow-fs-read=/proc/self/maps', ['--allow-fs-read=/proc/self/maps']],
+  ]) {
+    it(`${FLAG} --allow-addons, read access to the package, ${what}: publishes, with no warning`, async function () {
+      const r = await runChild(process.execPath, granted(extra));
+      assert.equal(r.report.threw, null);
+      assert.equal(r.report.supported, true, r.report.reason);
+      assert.equal(r.report.reason, null);
+      assert.equal(r.report.publishMode, 'hooks');
+      assert.deepEqual(r.report.seen, FOLLOWED);
+      assert.deepEqual(warnings(r.stderr()), [], r.stderr());
+      readsFlow(this, r);
+    });
+  }
+
+  it(`where neither /proc/self/maps nor the diagnostic report can say which C library: supported is false, and the reason and one warning name --allow-fs-read=/proc/self/maps beside ${FLAG}`, async function () {
+    const r = await runChild(process.execPath, granted(['--require', NO_REPORT]));
+    assert.equal(r.report.threw, null);
+    assert.deepEqual(r.report.seen, FOLLOWED);
+    assert.equal(r.report.supported, false);
+    assert.match(r.report.reason, /^the permission model refused reading \/proc\/self\/maps \(.*\), so customlabels cannot tell whether this process runs on glibc, which the Custom Label ABI needs$/);
+    assert.doesNotMatch(r.report.reason, /other than glibc/);
+    const w = warnings(r.stderr());
+    assert.equal(w.length, 1, r.stderr());
+    assert.equal(w[0][0], 'CUSTOMLABELS_NO_ADDON');
+    assert.ok(w[0][1].endsWith(`To publish, start Node.js with --allow-fs-read=/proc/self/maps beside ${FLAG}.`), w[0][1]);
+    // And the fix it names works.
+    const fixed = await runChild(process.execPath, granted(['--require', NO_REPORT, '--allow-fs-read=/proc/self/maps']));
+    assert.equal(fixed.report.supported, true, fixed.report.reason);
+    assert.deepEqual(warnings(fixed.stderr()), [], fixed.stderr());
   });
 });
