@@ -284,7 +284,10 @@ function enable() {
   try {
     const frames = usesAsyncContextFrame();
     const found = frames ? contextFrameClass() : null;
-    if (frames && found === null) {
+    // Deno's AsyncLocalStorage is its own, with no such class, and its hooks
+    // see every change of context (test/runtimes.test.js reads it through
+    // awaits and timers).
+    if (frames && found === null && process.versions.deno === undefined) {
       refuse(`Node.js ${process.versions.node} runs AsyncLocalStorage on AsyncContextFrame, and its frame class, ` +
         'whose statics set and exchange change the context in timers, immediates, ticks and AsyncResource callbacks, ' +
         'was not found; without it profilers would read the caller\'s labels inside those callbacks ' +
