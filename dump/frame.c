@@ -42,6 +42,27 @@ static bool is_smi(uint64_t word) { return (word & 0xffffffffu) == 0; }
 static int32_t smi_value(uint64_t word) { return (int32_t)(word >> 32); }
 static bool is_heap_object(uint64_t word) { return (word & 3) == 1; }
 
+/*
+ * Where V8 moved the object `tagged` to, or `tagged` itself.  A collection
+ * that moves objects (a scavenge, or a compaction) copies each one and
+ * leaves in the original's map word the copy's address, untagged (low bits
+ * 00, where a map is a tagged pointer with low bit 1): V8's
+ * MapWord::FromForwardingAddress / ToForwardingAddress without
+ * V8_EXTERNAL_CODE_SPACE, which needs pointer compression, which this
+ * reader does not read (nodejs/node deps/v8/src/objects/objects-inl.h at
+ * 4f78b1bf15940c1cc13c5623dbea5bc3f15e666d).  The originals stay whole
+ * until the collection ends, and it cannot end while the thread that runs
+ * it is stopped; but slots are updated to the copies in no order a reader
+ * can rely on: a handle may already name the copy while a table entry still
+ * names the original.
+ */
+static uint64_t moved_to(pid_t pid, uint64_t tagged) {
+  uint64_t map_word;
+  if (!is_heap_object(tagged) || cld_mem_read_u64(pid, tagged - 1, &map_word) != 0) return tagged;
+  if (map_word == 0 || (map_word & 3) != 0) return tagged; /* a map: not moved */
+  return map_word + 1;
+}
+
 /* Reads one word, or says which one could not be read. */
 static bool word(pid_t pid, uint64_t addr, uint64_t *value, const char *what, char *why, size_t why_size) {
   int e = cld_mem_read_u64(pid, addr, value);
@@ -135,6 +156,13 @@ cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_
     return CLD_FRAME_ERROR;
   uint64_t value = 0;
   bool found = false;
+  /* Where the AsyncLocalStorage ends up, looked up only if a key is not
+   * its address: inside a collection an entry and the handle may name two
+   * copies of it (moved_to).  Each key is compared where it ends up too,
+   * so a table caught before its slots were updated still holds the
+   * same entries. */
+  bool resolved = false;
+  uint64_t als_final = als;
   for (int tries = 0; tries < MAX_CHAIN && !found; tries++) {
     if (!is_smi(index)) return broken(why, why_size, "an entry index is not a Smi");
     int32_t i = smi_value(index);
@@ -146,7 +174,15 @@ cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *w, uint64_
       snprintf(why, why_size, "frame: cannot read a table entry at 0x%" PRIx64 ": %s", at, strerror(e));
       return CLD_FRAME_ERROR;
     }
-    if (entry[0] == als) {
+    bool same = entry[0] == als;
+    if (!same && is_heap_object(entry[0])) {
+      if (!resolved) {
+        als_final = moved_to(pid, als);
+        resolved = true;
+      }
+      same = entry[0] == als_final || moved_to(pid, entry[0]) == als_final;
+    }
+    if (same) {
       value = entry[1];
       found = true;
     }

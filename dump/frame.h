@@ -88,7 +88,9 @@ cld_frame_status_t cld_frame_field(pid_t pid, const cld_frame_walk_t *walk, uint
  * its OrderedHashMap table, the bucket of the identity hash, the entry
  * whose key is the label sets' AsyncLocalStorage (named by the thread-locals
  * `key` locates), the store object's internal field, the record and its
- * token.  Every read may fail; every walk is bounded.
+ * token.  Every read may fail; every walk is bounded.  Keys are compared
+ * with the AsyncLocalStorage where V8 moved them, so that a thread stopped
+ * inside a garbage collection is read right (frame.c, moved_to).
  * `layout` may be NULL (no companion found): frame mode is then reported
  * as an error.
  */

@@ -7,7 +7,9 @@
 // companion's custom_labels_v8_layout.  It must say it read the frame
 // ("via": "frame", "[frame]"), in the snapshot and in --sample, where a
 // thread switching sets while it is read must never be counted under a
-// torn mix.
+// torn mix.  Fresh processes (test/fixtures/frame_fresh.js) are read in
+// their first milliseconds, while V8's first scavenges move the objects
+// the walk goes through.
 
 const assert = require('node:assert/strict');
 const { execFile } = require('node:child_process');
@@ -21,6 +23,7 @@ const { killAll, startFixture } = require('./helpers/children');
 const ROOT = path.join(__dirname, '..');
 const DUMP = path.join(ROOT, 'build', 'Release', 'customlabels-dump');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'frame_threads.js');
+const FRESH = path.join(ROOT, 'test', 'fixtures', 'frame_fresh.js');
 const THREADS = ['main', 'worker1', 'worker2'];
 
 const ENV = { CUSTOMLABELS_PUBLISH: 'frame' };
@@ -108,6 +111,52 @@ describe(`customlabels-dump: frame mode (V8 AsyncContextFrame) on Node ${process
       }
       killAll();
     }
+  });
+
+  it('snapshot of fresh processes, read within milliseconds of their first await inside a set, while V8\'s first scavenges move the frame: each read gives the set, or says why not, never a bare null', async function () {
+    // 50 processes, 3 at a time: each is read once, as soon as it says it
+    // is busy inside its set.  In a fresh process the AsyncLocalStorage is
+    // still young, and a scavenge can stop inside V8 with the handle already
+    // naming its new copy while the frame's table still names the old one.
+    const RUNS = 50;
+    const AT_ONCE = 3;
+    const reads = [];
+    const readOne = async () => {
+      const { child, pid } = await startFixture(process.execPath, [...process.execArgv, FRESH], { env: ENV });
+      const t0 = process.hrtime.bigint();
+      try {
+        const lines = jsonLines((await dump(['--json', String(pid)])).stdout);
+        const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+        reads.push({ pid, ms, main: lines.find((l) => l.tid === pid) });
+      } finally {
+        child.kill('SIGKILL');
+      }
+    };
+    let next = 0;
+    await Promise.all(Array.from({ length: AT_ONCE }, async () => {
+      while (next < RUNS) {
+        next++;
+        await readOne();
+      }
+    }));
+    assert.equal(reads.length, RUNS);
+    let right = 0;
+    for (const { pid, ms, main } of reads) {
+      const what = `process ${pid}, read in ${ms.toFixed(1)} ms: ${JSON.stringify(main)}`;
+      assert.ok(main, what);
+      assert.equal(main.via, 'frame', what);
+      if (main.error === undefined) {
+        // A read with no reason is the set itself: a null here would be a
+        // labelled thread shown as unlabelled.
+        assert.deepEqual(main.labels, { phase: 'fresh', pid: String(pid) }, what);
+        right++;
+      } else {
+        assert.equal(main.labels, null, what);
+        assert.match(main.error, /\S/, what);
+      }
+    }
+    // Reasons are for the odd read caught mid-change, not the rule.
+    assert.ok(right >= 0.9 * RUNS, `${right} of ${RUNS} reads gave the set`);
   });
 
   it('--sample: running threads are counted under their own sets, read from the frame, never under a torn mix', async function () {
