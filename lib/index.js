@@ -57,12 +57,12 @@ function chooseMode(addon) {
   if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
   const frame = require('./frame/follow');
   const { v8: companion, reason } = addon.loadCompanion();
-  const why = frame.unavailable(companion, reason);
-  if (why !== null) {
-    warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
-    return 'hooks';
-  }
   try {
+    const why = frame.unavailable(companion, reason);
+    if (why !== null) {
+      warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
+      return 'hooks';
+    }
     frame.start(companion);
   } catch (err) {
     // The thread publishes nothing rather than half a mode (lib/fault.js).

@@ -2,8 +2,9 @@
 // Fault containment: each internal step the package takes is made to fail
 // in turn, from outside the package (test/fixtures/fault-child.js), and the
 // process lives, getLabels() stays right through awaits, immediates and
-// timers, a reader reads no set from the thread, and exactly one warning
-// names the cause.
+// timers, a reader reads no set from the thread (in frame mode: no set, or
+// the set of a flow that began before the fault, which is still that
+// flow's), and exactly one warning names the cause.
 
 const assert = require('node:assert');
 const path = require('node:path');
@@ -21,13 +22,27 @@ function run(fault, env = {}) {
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 
-function contained(r, code, cause) {
+// `older`: a reader may read the set of a flow that began before the
+// fault, which must then be what getLabels() says there.
+function contained(r, code, cause, { older = false } = {}) {
   assert.deepStrictEqual(r.wrong, [], 'getLabels() inside the work');
-  assert.ok(r.lastReads.length > 0);
-  for (const read of r.lastReads) assert.strictEqual(read, null, `a reader read ${JSON.stringify(read)}`);
+  assert.ok(r.reads.length > 0);
+  for (const { read, got } of r.reads) {
+    if (older && read !== null) assert.deepStrictEqual(read, got, 'a reader reads the right set');
+    else assert.strictEqual(read, null, `a reader read ${JSON.stringify(read)}`);
+  }
   assert.strictEqual(r.warnings.length, 1, JSON.stringify(r.warnings));
   assert.strictEqual(r.warnings[0].code, code);
   assert.match(r.warnings[0].message, cause);
+}
+
+// Nothing failed that the mode uses: every read is the right set, and
+// `codes` are the only warnings.
+function unaffected(r, codes = []) {
+  assert.deepStrictEqual(r.wrong, [], 'getLabels() inside the work');
+  for (const { read, got } of r.reads) assert.deepStrictEqual(read ?? {}, got, 'a reader reads the right set');
+  assert.ok(r.reads.some(({ read }) => read !== null));
+  assert.deepStrictEqual(r.warnings.map((w) => w.code), codes);
 }
 
 describe('an internal step that fails, in hooks mode', function () {
@@ -66,5 +81,60 @@ describe('an internal step that fails, in hooks mode', function () {
     it('its statics read-only', function () {
       contained(run('readonly', hooks), 'CUSTOMLABELS_FAULT', /attaching the hooks .* failed \(TypeError: /);
     });
+  });
+});
+
+describe('an internal step that fails, in frame mode', function () {
+  this.timeout(120000);
+  const frame = { CUSTOMLABELS_PUBLISH: 'frame' };
+  before(function () {
+    needs.frameMode(this);
+  });
+
+  const starting = /starting frame mode failed \(Error: injected: the companion's/;
+  const writing = /writing a label set failed \(Error: injected: the companion's/;
+  // [fault, environment, cause, whether a flow from before the fault goes on]
+  const cases = [
+    ['companion:cped', {}, starting, false],
+    ['companion:storeAls', {}, starting, false],
+    ['companion:storeOtelAls', {}, starting, false],
+    ['companion:chunk', {}, starting, false],
+    ['companion:use', {}, starting, false],
+    ['companion:put', {}, writing, false],
+    ['companion:chunk:1', {}, writing, true],
+    ['companion:use:1', {}, writing, true],
+    ['companion:retire', {}, writing, true],
+    ['companion:live', {}, writing, true],
+    ['companion:move', {}, writing, true],
+    ['companion:recordOf', { FAULT_LONG: '400', FAULT_CHURN: '1000' }, writing, true],
+    ['companion:fill', { FAULT_OTEL: '1' }, writing, false],
+    ['companion:fill:3', { FAULT_OTEL: '1' }, writing, true],
+    ['companion:putAscii', { FAULT_OTEL: '1' }, writing, false],
+    ['companion:otelStore', { FAULT_OTEL: '1' }, writing, false],
+    ['companion:otelStore:5', { FAULT_OTEL: '1' }, writing, true],
+  ];
+  for (const [fault, env, cause, older] of cases) {
+    it(`${fault.replace('companion:', "the companion's ").replace(/:(\d+)$/, ' after $1 calls')}${env.FAULT_OTEL ? ', thread context on' : ''}`, function () {
+      const r = run(fault, { ...frame, ...env });
+      assert.ok(r.calls > 0, 'the call that fails was made');
+      contained(r, 'CUSTOMLABELS_FAULT', cause, { older });
+    });
+  }
+
+  it('views of the thread-locals refused', function () {
+    const r = run('slot', frame);
+    assert.strictEqual(r.supported, false);
+    contained(r, 'CUSTOMLABELS_NO_ADDON', /External buffers are not allowed/);
+  });
+
+  it('the frame class not the one it knows: named, with what readers see; labels read as before', function () {
+    const r = run('framelength', frame);
+    unaffected(r, ['CUSTOMLABELS_FRAME_CLASS']);
+    assert.match(r.warnings[0].message, /a set's labels without its record for an instant/);
+  });
+
+  it('the frame class not found through an AsyncResource, or its statics frozen: frame mode uses neither', function () {
+    unaffected(run('frameclass', frame));
+    unaffected(run('readonly', frame));
   });
 });

@@ -27,6 +27,8 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { isMap } = require('node:util').types;
 const { useWriter } = require('../labelset');
 const sets = require('./sets');
+const { fault, onFault } = require('../fault');
+const { warnOnce } = require('../warnings');
 
 const { EMPTY, recordsOn } = sets;
 
@@ -112,6 +114,13 @@ function start(v8) {
   // the entry set), then AsyncContextFrame.set(frame) (into the CPED slot).
   const F = frameProto.constructor;
   Frame = typeof F === 'function' && F.length === 2 && typeof F.set === 'function' ? F : null;
+  if (Frame === null) {
+    warnOnce('CUSTOMLABELS_FRAME_CLASS',
+      `Node.js ${process.versions.node}'s AsyncContextFrame class is not the one customlabels knows (a constructor of ` +
+      '(storage, store) with a static set): in frame mode, once the OpenTelemetry thread context is on, a set and its ' +
+      'record are made current one after the other, and a reader of the thread context may find a set\'s labels ' +
+      'without its record for an instant. Labels alone are read as before.');
+  }
   useWriter(sets.start(v8, recordsTurnedOn));
 }
 
@@ -145,9 +154,13 @@ function recordsTurnedOn() {
 // slot points at it, so that a reader that interrupts the thread finds
 // both stores of one set or both of the other, never a set's labels with
 // another's record (two enterWith calls would publish a frame between
-// them).  Where the frame's class is not the one expected, two enterWith.
+// them).  Where the frame's class is not the one expected, three
+// enterWith: the record goes first, then the labels, then the new record,
+// so that a reader that interrupts finds a set's labels without a record
+// for an instant, never with another set's record (start() said so).
 function enterBoth(store, otel) {
   if (Frame === null) {
+    otelStorage.enterWith(undefined);
     storage.enterWith(store);
     otelStorage.enterWith(otel);
     return;
@@ -181,36 +194,75 @@ function storeOf(set) {
 // less its own lookup of the prior store, which the caller made already:
 // a set current in the frame always has its store object.
 function run(set, fn, prior) {
+  if (failed) return runUnpublished(set, fn);
   if (set === (prior === undefined ? EMPTY : prior)) return fn();
-  const store = storeOf(set);
-  if (otelOn) enterBoth(store, otelOf(store));
-  else storage.enterWith(store);
+  if (!enterSet(set)) return runUnpublished(set, fn);
   try {
     return fn();
   } finally {
-    const back = prior === undefined ? undefined : prior.store;
-    if (otelOn) enterBoth(back, otelOf(back));
-    else storage.enterWith(back);
+    if (failed || !enterSet(prior)) enterUnpublished(prior === undefined ? EMPTY : prior);
   }
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
 // async work it starts.
 function enter(set) {
-  const store = storeOf(set);
-  if (otelOn) enterBoth(store, otelOf(store));
-  else storage.enterWith(store);
+  if (failed || !enterSet(set)) enterUnpublished(set);
+}
+
+// Makes `set` (undefined: none) current with its stores; false, having
+// failed the thread (lib/fault.js), where writing its record or making its
+// store current threw.  (storeOf and otelOf write a record for a set made
+// before records were on.)
+function enterSet(set) {
+  try {
+    const store = set === undefined ? undefined : storeOf(set);
+    if (otelOn) enterBoth(store, otelOf(store));
+    else storage.enterWith(store);
+    return true;
+  } catch (err) {
+    fault('making a label set current', err);
+    return false;
+  }
+}
+
+// After a fault (lib/fault.js) this thread publishes nothing: each set made
+// current from then on is the store of `unpublished`, an AsyncLocalStorage
+// that no reader knows, and the frames it is current in hold no store of
+// `storage` or `otelStorage`, so that a reader finds no set there.  (The
+// first enterWith empties `storage` first: a reader that interrupts finds
+// no set, never the enclosing one with no record.)  A flow that began
+// before the fault keeps the stores it holds until it makes another set
+// current: those are its own labels still, as getLabels() says there.
+const unpublished = new AsyncLocalStorage();
+let failed = false;
+onFault(() => {
+  failed = true;
+});
+
+function runUnpublished(set, fn) {
+  return storage.run(undefined, () => otelStorage.run(undefined, () => unpublished.run(set, fn)));
+}
+
+function enterUnpublished(set) {
+  storage.enterWith(undefined);
+  otelStorage.enterWith(undefined);
+  unpublished.enterWith(set);
 }
 
 // The current set, or undefined where none was made current.
 function entered() {
+  if (failed) {
+    const u = unpublished.getStore();
+    if (u !== undefined) return u;
+  }
   const s = storage.getStore();
   return s === undefined ? undefined : s.set;
 }
 
 function current() {
-  const s = storage.getStore();
-  return s === undefined ? EMPTY : s.set;
+  const set = entered();
+  return set === undefined ? EMPTY : set;
 }
 
 // For tests (lib/internals.js): `storage` is the AsyncLocalStorage whose
