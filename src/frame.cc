@@ -313,14 +313,19 @@ void* AddressOf(Local<Value> v) {
 // one.  Each check is a compare or a call of a few instructions.
 enum Check { kValid, kType, kRange };
 
-// Throws `message` (a TypeError, or a RangeError for kRange); returns
-// false, for `if (!Ok(...)) return;`.
-bool Ok(const FunctionCallbackInfo<Value>& args, Check check, const char* message) {
-  if (check == kValid) return true;
+// Throws `message`: a TypeError, or a RangeError for kRange.  Out of the
+// way of the calls' code, which only tests (Ok).
+[[gnu::cold, gnu::noinline]] bool Refuse(const FunctionCallbackInfo<Value>& args, Check check, const char* message) {
   Isolate* isolate = args.GetIsolate();
   Local<String> text = String::NewFromUtf8(isolate, message).ToLocalChecked();
   isolate->ThrowException(check == kType ? v8::Exception::TypeError(text) : v8::Exception::RangeError(text));
   return false;
+}
+
+// True for kValid; else throws (Refuse) and returns false, for
+// `if (!Ok(...)) return;`.
+inline bool Ok(const FunctionCallbackInfo<Value>& args, Check check, const char* message) {
+  return check == kValid || Refuse(args, check, message);
 }
 
 Check CheckUint32(Local<Value> v) { return v->IsUint32() ? kValid : kType; }
