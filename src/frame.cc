@@ -46,14 +46,37 @@
 // reachable, for JavaScript to move their sets out of a retired chunk
 // (move()); they keep nothing alive, and no finalizer exists.
 
+// The V8 configurations the layout below can serve: those of every official
+// Node.js build (include/node/config.gypi of Node 22, 24 and 26:
+// v8_enable_pointer_compression 0, v8_enable_sandbox 0; common.gypi turns
+// them into these defines, and v8_enable_direct_local into
+// V8_ENABLE_DIRECT_LOCAL, which V8 13 and later call V8_ENABLE_DIRECT_HANDLE).
+// Checked before V8's headers are read, so that the build stops here with
+// why, not later in a static_assert.
+#if defined(V8_COMPRESS_POINTERS) || defined(V8_COMPRESS_POINTERS_IN_SHARED_CAGE) || \
+    defined(V8_COMPRESS_POINTERS_IN_MULTIPLE_CAGES)
+#error "customlabels-v8: V8 with pointer compression (V8_COMPRESS_POINTERS) is not supported: frame mode's readers walk 8-byte tagged words, and official Node.js builds have it off"
+#endif
+#if defined(V8_ENABLE_SANDBOX)
+#error "customlabels-v8: V8 with the sandbox (V8_ENABLE_SANDBOX) is not supported: an internal field holds a sandbox handle there, not the record's address readers follow, and official Node.js builds have it off"
+#endif
+#if defined(V8_ENABLE_DIRECT_HANDLE) || defined(V8_ENABLE_DIRECT_LOCAL)
+#error "customlabels-v8: V8 with direct handles (V8_ENABLE_DIRECT_HANDLE, V8_ENABLE_DIRECT_LOCAL) is not supported: this file is built and tested with indirect handles, as every official Node.js build has them"
+#endif
+
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <node.h>
 #include <v8.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -64,13 +87,84 @@ extern "C" {
 
 #define CL_EXPORT __attribute__((visibility("default")))
 
-// Where V8 puts internal field 0 of an API object: after the JSObject
-// header, and from V8 13 (Node 24) after the C++-heap wrappable slot too.
+// The V8 layout frame mode's readers walk, from V8's public headers of the
+// major this file is built for (v8-internal.h, v8::internal::Internals),
+// and checked against them here: a header that disagrees stops the build.
+// What the public headers do not define (the JSMap's table, the
+// OrderedHashMap's layout) is derived from what they do, by the relation
+// V8's sources give, cited at each; NODE_MODULE_INIT checks it all again
+// on a live Map and store object when the companion loads (LayoutMismatch).
+namespace layout {
+using I = v8::internal::Internals;
+
+// Tagged words of 8 bytes, which every reader assumes: without pointer
+// compression a tagged word is a system pointer (v8-internal.h
+// kApiTaggedSize).
+static_assert(v8::internal::kApiSystemPointerSize == 8, "customlabels-v8: 64-bit only");
+static_assert(v8::internal::kApiTaggedSize == v8::internal::kApiSystemPointerSize,
+              "customlabels-v8: tagged words are not pointers (pointer compression)");
+constexpr uint32_t kTaggedSize = v8::internal::kApiTaggedSize;
+
+// Internal field 0 of an API object (a store), where v8-object.h's inline
+// Object::GetAlignedPointerFromInternalField reads it: after the JSObject
+// header (V8 12, Node 22), or after the header of an API object with
+// embedder slots, which adds the C++-heap wrappable slot (V8 13 and later,
+// Node 24 and 26); then the embedder slot, whose raw pointer is its whole
+// word without the sandbox (kEmbedderDataSlotExternalPointerOffset 0).
 #if V8_MAJOR_VERSION >= 13
-constexpr uint32_t kField0 = v8::internal::Internals::kJSAPIObjectWithEmbedderSlotsHeaderSize;
+constexpr uint32_t kApiObjectHeaderSize = I::kJSAPIObjectWithEmbedderSlotsHeaderSize;
+static_assert(I::kJSAPIObjectWithEmbedderSlotsHeaderSize == I::kJSObjectHeaderSize + kTaggedSize,
+              "customlabels-v8: the C++-heap wrappable slot is not one tagged word");
 #else
-constexpr uint32_t kField0 = v8::internal::Internals::kJSObjectHeaderSize;
+constexpr uint32_t kApiObjectHeaderSize = I::kJSObjectHeaderSize;
 #endif
+static_assert(I::kEmbedderDataSlotSize == v8::internal::kApiSystemPointerSize,
+              "customlabels-v8: an embedder slot is not one pointer");
+static_assert(I::kEmbedderDataSlotExternalPointerOffset == 0,
+              "customlabels-v8: an embedder slot does not hold a raw pointer (sandbox)");
+constexpr uint32_t kField0 = kApiObjectHeaderSize + 0 * I::kEmbedderDataSlotSize +
+                             I::kEmbedderDataSlotExternalPointerOffset;
+
+// The JSMap's backing table: JSCollection extends JSObject with `table` as
+// its first field (v8/v8 src/objects/js-collection.tq; read in nodejs/node
+// deps/v8 @1c9f39ad16d949efb116a274c93a1612e62a8591, and the same in
+// src/objects/js-collection.h of V8 before Torque layouts), so it follows
+// the JSObject header of v8-internal.h.  A JSMap is no API object: no
+// wrappable slot.
+constexpr uint32_t kJSMapTableOffset = I::kJSObjectHeaderSize;
+
+// The table is an OrderedHashMap: OrderedHashTable<OrderedHashMap, 2>
+// extends FixedArray, kPrefixSize 0, so its elements follow a FixedArray
+// header (map, length; v8-internal.h kFixedArrayHeaderSize): element count,
+// deleted count, bucket count, the buckets, then entries of kEntrySize =
+// entrysize + 1 = 3 words {key, value, chain} (v8/v8
+// src/objects/ordered-hash-table.h; read in nodejs/node deps/v8
+// @0206da73d30151d060e387c12f15a595f1229e88 and v8/v8
+// @056f9278613bab3a8e5c39a3e22d07e73aea014f, the same in both).
+constexpr uint32_t kOrderedHashMapHeaderSize = I::kFixedArrayHeaderSize;
+static_assert(I::kFixedArrayHeaderSize == 2 * kTaggedSize, "customlabels-v8: a FixedArray header is not map and length");
+constexpr uint32_t kOrderedHashMapEntrySize = 3 * kTaggedSize;
+
+// The isolate's ContinuationPreservedEmbedderData slot, which
+// otel_thread_ctx_nodejs_v1 points readers at.
+constexpr uint32_t kCpedOffset = I::kContinuationPreservedEmbedderDataOffset;
+
+// The values readers were written against (dump/frame.c,
+// test/readers/): a header that gives others is a V8 no reader knows.
+static_assert(kTaggedSize == 8 && kJSMapTableOffset == 0x18 && kOrderedHashMapHeaderSize == 0x10 &&
+                  kOrderedHashMapEntrySize == 24,
+              "customlabels-v8: V8's JSMap or OrderedHashMap layout is not the one readers walk");
+static_assert(kField0 == (V8_MAJOR_VERSION >= 13 ? 32 : 24),
+              "customlabels-v8: internal field 0 is not where readers of this V8 look for it");
+}  // namespace layout
+
+// A Parca record (Parca Agent's layout, not V8's): 24 bytes zero, the set's
+// address at +24, the token at +32.
+constexpr uint32_t kRecord = 40;
+constexpr uint32_t kRecordSet = 24;
+constexpr uint32_t kRecordToken = 32;
+constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
+static_assert(kRecordToken + sizeof kToken == kRecord && kRecordSet + sizeof(void*) == kRecordToken);
 
 extern "C" {
 // What a reader needs to walk from the CPED slot to a set, for the Node
@@ -90,9 +184,20 @@ struct cl_v8_layout_t {
   uint32_t token_offset;                  // the token in the record: 32
   uint64_t token;                         // 0xEC9EB507FB5D7903
 };
+// What readers (dump/frame.c) read of it, where they read it.
+static_assert(sizeof(cl_v8_layout_t) == 48 && offsetof(cl_v8_layout_t, token) == 40);
 CL_EXPORT extern const cl_v8_layout_t custom_labels_v8_layout;
-const cl_v8_layout_t custom_labels_v8_layout = {
-    1, sizeof(cl_v8_layout_t), 8, 0x18, 0x10, 24, kField0, kField0, 24, 32, 0xEC9EB507FB5D7903ull};
+const cl_v8_layout_t custom_labels_v8_layout = {1,
+                                                sizeof(cl_v8_layout_t),
+                                                layout::kTaggedSize,
+                                                layout::kJSMapTableOffset,
+                                                layout::kOrderedHashMapHeaderSize,
+                                                layout::kOrderedHashMapEntrySize,
+                                                layout::kField0,
+                                                layout::kField0,
+                                                kRecordSet,
+                                                kRecordToken,
+                                                kToken};
 }
 
 namespace {
@@ -179,7 +284,7 @@ struct FrameEnv {
 // this field's offset).  An OpenTelemetry store's field 0: the OTEP 4947
 // record itself.  A store of each kind is an API object from a template of
 // one internal field, as @datadog/pprof 5.20.0's ThreadContext is, so field
-// 0 is at kField0 in both: 24 on Node 22, 32 from Node 24 (after V8 13's
+// 0 is at layout::kField0 in both: 24 on Node 22, 32 from Node 24 (after V8 13's
 // C++-heap wrappable slot, which stays 0).
 constexpr int kFields = 1;
 
@@ -194,9 +299,51 @@ void SetField(Local<Object> obj, int index, void* p) {
 void SetRecord(Local<Object> obj, void* record) { SetField(obj, 0, record); }
 
 // Addresses cross into JavaScript as numbers: user-space addresses on
-// x86-64 and aarch64 (48-bit) are exact in a double.
+// x86-64 and aarch64 (48-bit) are exact in a double.  The caller checked
+// the value (CheckAddress).
 void* AddressOf(Local<Value> v) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(v.As<Number>()->Value()));
+}
+
+// Argument checks.  Every call below is lib/frame/'s, which passes what it
+// takes; anything else (a caller reaching the companion through
+// lib/internals.js, a bug) gets a TypeError, or a RangeError for a number
+// out of range, rather than V8's abort: As<>() casts without checking, and
+// V8 aborts on an internal field out of bounds or an odd pointer stored in
+// one.  Each check is a compare or a call of a few instructions.
+enum Check { kValid, kType, kRange };
+
+// Throws `message`: a TypeError, or a RangeError for kRange.  Out of the
+// way of the calls' code, which only tests (Ok).
+[[gnu::cold, gnu::noinline]] bool Refuse(const FunctionCallbackInfo<Value>& args, Check check, const char* message) {
+  Isolate* isolate = args.GetIsolate();
+  Local<String> text = String::NewFromUtf8(isolate, message).ToLocalChecked();
+  isolate->ThrowException(check == kType ? v8::Exception::TypeError(text) : v8::Exception::RangeError(text));
+  return false;
+}
+
+// True for kValid; else throws (Refuse) and returns false, for
+// `if (!Ok(...)) return;`.
+inline bool Ok(const FunctionCallbackInfo<Value>& args, Check check, const char* message) {
+  return check == kValid || Refuse(args, check, message);
+}
+
+Check CheckUint32(Local<Value> v) { return v->IsUint32() ? kValid : kType; }
+
+// An object with the internal field a store has (any object V8 lets one
+// store a pointer in).
+Check CheckStore(Local<Value> v) {
+  return v->IsObject() && v.As<Object>()->InternalFieldCount() >= 1 ? kValid : kType;
+}
+
+// An address a store can point at: a number, an integer from 0 to 2^48
+// (user space on x86-64 and aarch64), and even: V8 takes only aligned
+// pointers into an internal field.
+Check CheckAddress(Local<Value> v) {
+  if (!v->IsNumber()) return kType;
+  double d = v.As<Number>()->Value();
+  if (!(d >= 0 && d < 281474976710656.0) || d != std::floor(d)) return kRange;
+  return (static_cast<uint64_t>(d) & 1) == 0 ? kValid : kRange;
 }
 
 // The handle slot a Global keeps: its one word.
@@ -235,13 +382,13 @@ void Cleanup(void* arg) {
   delete env;
 }
 
-// The tagged word of `undefined`, as a reader finds it in the CPED slot.  A
-// Local is a pointer to a slot (Node's V8 has no direct handles), so the
-// word is what the slot holds, not the Local's own value: that is the
-// address of the isolate's root slot.  undefined lives in read-only space
-// and never moves.
+// The tagged word of `undefined`, as a reader finds it in the CPED slot:
+// the isolate's root of that index, read as v8::Undefined() finds it
+// (v8-internal.h Internals::GetRoot), so whatever the handles are.
+// undefined lives in read-only space and never moves.
 uintptr_t UndefinedAddress(Isolate* isolate) {
-  return *reinterpret_cast<uintptr_t*>(*v8::Undefined(isolate));
+  using I = v8::internal::Internals;
+  return I::GetRoot(isolate, I::kUndefinedValueRootIndex);
 }
 
 FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
@@ -252,6 +399,7 @@ FrameEnv* EnvOf(const FunctionCallbackInfo<Value>& args) {
 // in Parca's thread-locals.  The hash is written before the handle pointer,
 // which a reader reads as the gate.
 void StoreAls(const FunctionCallbackInfo<Value>& args) {
+  if (!Ok(args, args[0]->IsObject() ? kValid : kType, "customlabels-v8 storeAls(als): als must be an object")) return;
   FrameEnv* env = EnvOf(args);
   const cl_frame_tls_t& tls = env->tls;
   Isolate* isolate = args.GetIsolate();
@@ -267,6 +415,8 @@ void StoreAls(const FunctionCallbackInfo<Value>& args) {
 // OpenTelemetry stores in otel_thread_ctx_nodejs_v1: the handle, the hash
 // and undefined's tagged word first, then cped_slot, the gate, last.
 void StoreOtelAls(const FunctionCallbackInfo<Value>& args) {
+  if (!Ok(args, args[0]->IsObject() ? kValid : kType, "customlabels-v8 storeOtelAls(als): als must be an object"))
+    return;
   FrameEnv* env = EnvOf(args);
   const cl_frame_tls_t& tls = env->tls;
   Isolate* isolate = args.GetIsolate();
@@ -278,7 +428,7 @@ void StoreOtelAls(const FunctionCallbackInfo<Value>& args) {
   tls.otel_nodejs->undefined_addr = UndefinedAddress(isolate);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) =
-      reinterpret_cast<char*>(isolate) + v8::internal::Internals::kContinuationPreservedEmbedderDataOffset;
+      reinterpret_cast<char*>(isolate) + layout::kCpedOffset;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
@@ -326,6 +476,13 @@ Local<Object> CloneOf(Isolate* isolate, Local<Object> model) {
 }
 
 void Fill(const FunctionCallbackInfo<Value>& args) {
+  static constexpr char kUsage[] =
+      "customlabels-v8 fill(n, first, stride, group): n, stride and group must be unsigned 32-bit integers, "
+      "first an even address below 2^48, and stride even";
+  if (!Ok(args, CheckUint32(args[0]), kUsage) || !Ok(args, CheckAddress(args[1]), kUsage) ||
+      !Ok(args, CheckUint32(args[2]), kUsage) || !Ok(args, CheckUint32(args[3]), kUsage) ||
+      !Ok(args, (args[2].As<v8::Uint32>()->Value() & 1) == 0 ? kValid : kRange, kUsage))
+    return;
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
   uint32_t n = args[0].As<v8::Uint32>()->Value();
@@ -364,8 +521,13 @@ void StopPutting(FrameEnv* env, std::vector<Global<Object>>* group) {
 void Use(const FunctionCallbackInfo<Value>& args) {
   Isolate* isolate = args.GetIsolate();
   Cursor& c = EnvOf(args)->cursor;
+  static constexpr char kUsage[] =
+      "customlabels-v8 use(chunk, group, maxKeyBytes, maxValueBytes): chunk must be an ArrayBuffer, "
+      "the others unsigned 32-bit integers";
+  if (!Ok(args, args[0]->IsArrayBuffer() ? kValid : kType, kUsage) || !Ok(args, CheckUint32(args[1]), kUsage) ||
+      !Ok(args, CheckUint32(args[2]), kUsage) || !Ok(args, CheckUint32(args[3]), kUsage))
+    return;
   c.base = nullptr;
-  if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsUint32() || !args[3]->IsUint32()) return;
   Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
   c.chunk.Reset(isolate, chunk);
   c.size = static_cast<uint32_t>(chunk->ByteLength());
@@ -412,10 +574,6 @@ int32_t PutString(Isolate* isolate, Local<String> s, uint8_t* base, uint32_t at,
   return static_cast<int32_t>(length);
 }
 
-// A Parca record: 24 bytes zero, the set's address, the token.
-constexpr uint32_t kRecord = 40;
-constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
-
 // put(key, value, key, value...): writes a whole label set into the
 // current chunk (use()) at the shared offset, every string ASCII and within
 // the limits, in one call: its record (Parca Agent's layout), the set, its
@@ -424,10 +582,11 @@ constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
 // and returns a new store object whose internal field 0 points at the
 // record, tracked weakly in the chunk's group, as fill()'s are.  Returns
 // undefined, having published nothing and moved no offset, for a set it
-// does not take (a string not ASCII or outside the limits, or not a
-// string), which JavaScript writes as UTF-8 after checking it
-// (lib/frame/sets.js); null when the set does not fit in what is left of
-// the chunk.  Nothing points at the record before the store object is made,
+// does not take (a string not ASCII or outside the limits), which
+// JavaScript writes as UTF-8 after checking it (lib/frame/sets.js), and
+// while no chunk is in use; null when the set does not fit in what is left
+// of the chunk.  Throws a TypeError, having published nothing, for an odd
+// count, none or more than 10 labels, or a key or value not a string.  Nothing points at the record before the store object is made,
 // and nothing points at the store until JavaScript puts it in a frame, so a
 // reader finds the set whole or not at all.
 // Why one call: the same set written in JavaScript, a few calls into
@@ -438,7 +597,17 @@ void Put(const FunctionCallbackInfo<Value>& args) {
   FrameEnv* env = EnvOf(args);
   Cursor& c = env->cursor;
   int argc = args.Length();
-  if (c.base == nullptr || argc < 2 || argc > static_cast<int>(2 * kMaxLabels) || (argc & 1) != 0) return;
+  static constexpr char kUsage[] =
+      "customlabels-v8 put(key, value, ...): 1 to 10 labels, each a key and a value, all strings";
+  if (!Ok(args, argc < 2 || argc > static_cast<int>(2 * kMaxLabels) || (argc & 1) != 0 ? kType : kValid, kUsage))
+    return;
+  if (c.base == nullptr) {
+    // No chunk in use: nothing to write, but the arguments are checked all
+    // the same (below, as the strings are written).
+    for (int i = 0; i < argc; i++)
+      if (!Ok(args, args[i]->IsString() ? kValid : kType, kUsage)) return;
+    return;
+  }
   Isolate* isolate = args.GetIsolate();
   uint32_t n = static_cast<uint32_t>(argc) / 2;
   uint32_t at = *c.off;
@@ -455,7 +624,7 @@ void Put(const FunctionCallbackInfo<Value>& args) {
   for (uint32_t i = 0; i < n; i++) {
     Local<Value> kv = args[static_cast<int>(2 * i)];
     Local<Value> vv = args[static_cast<int>(2 * i + 1)];
-    if (!kv->IsString() || !vv->IsString()) return;
+    if (!Ok(args, kv->IsString() && vv->IsString() ? kValid : kType, kUsage)) return;
     Local<String> k = kv.As<String>();
     Local<String> v = vv.As<String>();
     uint32_t k_at;
@@ -520,8 +689,8 @@ void Put(const FunctionCallbackInfo<Value>& args) {
   std::memcpy(base + at + kRecord, &set, sizeof set);
   uint8_t record[kRecord] = {};
   uintptr_t set_address = reinterpret_cast<uintptr_t>(base + at + kRecord);
-  std::memcpy(record + 24, &set_address, sizeof set_address);
-  std::memcpy(record + 32, &kToken, sizeof kToken);
+  std::memcpy(record + kRecordSet, &set_address, sizeof set_address);
+  std::memcpy(record + kRecordToken, &kToken, sizeof kToken);
   std::memcpy(base + at, record, sizeof record);
   Local<Object> model;
   if (!ModelOf(env, isolate).ToLocal(&model)) return;
@@ -544,8 +713,13 @@ void Put(const FunctionCallbackInfo<Value>& args) {
 // copies from any representation without flattening.  Bounds are checked
 // here: nothing is written outside the chunk.
 void PutAscii(const FunctionCallbackInfo<Value>& args) {
+  static constexpr char kUsage[] =
+      "customlabels-v8 putAscii(chunk, offset, string): chunk must be an ArrayBuffer, offset an unsigned 32-bit "
+      "integer, string a string";
+  if (!Ok(args, args[0]->IsArrayBuffer() ? kValid : kType, kUsage) || !Ok(args, CheckUint32(args[1]), kUsage) ||
+      !Ok(args, args[2]->IsString() ? kValid : kType, kUsage))
+    return;
   args.GetReturnValue().Set(-1);
-  if (!args[0]->IsArrayBuffer() || !args[1]->IsUint32() || !args[2]->IsString()) return;
   Local<ArrayBuffer> chunk = args[0].As<ArrayBuffer>();
   // A chunk is far below 4 GiB (chunk()); the clamp only keeps the bound exact.
   size_t bytes = chunk->ByteLength();
@@ -565,10 +739,18 @@ void PutAscii(const FunctionCallbackInfo<Value>& args) {
 // rare full collections (RSS grew by 25 MB/s).  A backing store never moves;
 // it is owned by the ArrayBuffer and freed with it.  A chunk that straddles a
 // 4 GiB line (a chance of size in 4 GiB) is dropped and another taken.
+// A chunk is 16 KiB (lib/frame/sets.js); the bound keeps a wrong size from
+// asking V8 for gigabytes, which Node 22's ArrayBuffer::New aborts on.
+constexpr uint32_t kChunkMax = 1u << 20;
+
 void Chunk(const FunctionCallbackInfo<Value>& args) {
+  static constexpr char kUsage[] = "customlabels-v8 chunk(size): size must be an integer from 1 to 1048576";
+  if (!Ok(args, CheckUint32(args[0]), kUsage)) return;
+  uint32_t bytes = args[0].As<v8::Uint32>()->Value();
+  if (!Ok(args, bytes == 0 || bytes > kChunkMax ? kRange : kValid, kUsage)) return;
   Isolate* isolate = args.GetIsolate();
   Local<Context> context = isolate->GetCurrentContext();
-  size_t size = args[0].As<v8::Uint32>()->Value();
+  size_t size = bytes;
   for (int attempt = 0; attempt < 4; attempt++) {
 #if V8_MAJOR_VERSION >= 13
     // Uninitialized: JavaScript writes every byte a reader reads (the
@@ -597,6 +779,9 @@ void Chunk(const FunctionCallbackInfo<Value>& args) {
 // retire(group, object): the chunk of `group` takes no more records;
 // `object`, which nothing else references, is watched weakly.
 void Retire(const FunctionCallbackInfo<Value>& args) {
+  static constexpr char kUsage[] =
+      "customlabels-v8 retire(group, object): group must be an unsigned 32-bit integer, object an object";
+  if (!Ok(args, CheckUint32(args[0]), kUsage) || !Ok(args, args[1]->IsObject() ? kValid : kType, kUsage)) return;
   FrameEnv* env = EnvOf(args);
   Group& g = env->groups[args[0].As<v8::Uint32>()->Value()];
   g.retired.Reset(args.GetIsolate(), args[1].As<Object>());
@@ -610,6 +795,7 @@ void Retire(const FunctionCallbackInfo<Value>& args) {
 // is forgotten (its handles freed).  JavaScript moves the ones it keeps and
 // tracks them in another group (move()).
 void Live(const FunctionCallbackInfo<Value>& args) {
+  if (!Ok(args, CheckUint32(args[0]), "customlabels-v8 live(group): group must be an unsigned 32-bit integer")) return;
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
   uint32_t id = args[0].As<v8::Uint32>()->Value();
@@ -634,6 +820,12 @@ void Live(const FunctionCallbackInfo<Value>& args) {
 // (not where group is 0: an OpenTelemetry store, reached through its
 // label-set store).
 void Move(const FunctionCallbackInfo<Value>& args) {
+  static constexpr char kUsage[] =
+      "customlabels-v8 move(store, record, group): store must be a store object, record an even address below "
+      "2^48, group an unsigned 32-bit integer";
+  if (!Ok(args, CheckStore(args[0]), kUsage) || !Ok(args, CheckAddress(args[1]), kUsage) ||
+      !Ok(args, CheckUint32(args[2]), kUsage))
+    return;
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
   Local<Object> obj = args[0].As<Object>();
@@ -644,6 +836,7 @@ void Move(const FunctionCallbackInfo<Value>& args) {
 
 // recordOf(store): the address in internal field 0 (tests).
 void RecordOf(const FunctionCallbackInfo<Value>& args) {
+  if (!Ok(args, CheckStore(args[0]), "customlabels-v8 recordOf(store): store must be a store object")) return;
   Local<Object> obj = args[0].As<Object>();
 #if V8_MAJOR_VERSION >= 14
   void* p = obj->GetAlignedPointerFromInternalField(0, 0);
@@ -662,6 +855,8 @@ void RecordOf(const FunctionCallbackInfo<Value>& args) {
 // record's ArrayBuffer there (which keeps the record alive as long as the
 // store) keeps every store on one hidden class.
 void OtelStore(const FunctionCallbackInfo<Value>& args) {
+  if (!Ok(args, CheckAddress(args[0]), "customlabels-v8 otelStore(address): address must be an even address below 2^48"))
+    return;
   Isolate* isolate = args.GetIsolate();
   FrameEnv* env = EnvOf(args);
   Local<Context> context = isolate->GetCurrentContext();
@@ -687,6 +882,81 @@ void OtelStore(const FunctionCallbackInfo<Value>& args) {
 // from NODE_OPTIONS or a worker's execArgv, so the command line cannot tell).
 void Cped(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(args.GetIsolate()->GetContinuationPreservedEmbedderData());
+}
+
+// Whether the bytes from `from` to `to` are mapped (mincore fails with
+// ENOMEM on a page that is not).
+bool Mapped(uintptr_t from, uintptr_t to) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  unsigned char resident;
+  for (uintptr_t p = from & ~(page - 1); p < to; p += page)
+    if (mincore(reinterpret_cast<void*>(p), page, &resident) != 0) return false;
+  return true;
+}
+
+// Whether this V8 lays objects out as `layout` says, checked on live
+// objects as readers would walk them: a store object from `store` holding
+// a known pointer in internal field 0, and a Map of one entry {key: that
+// store}, found from its table by the key's identity hash as a reader
+// finds an AsyncLocalStorage in a frame; and undefined's word.  Null when
+// all agree, else what does not.  The static_asserts checked the headers;
+// this checks the V8 that runs, once per environment.
+const char* LayoutMismatch(Isolate* isolate, Local<Context> context, Local<ObjectTemplate> store) {
+  using I = v8::internal::Internals;
+  using v8::internal::ValueHelper;
+  using A = v8::internal::Address;
+  Local<Object> obj;
+  Local<Object> key = Object::New(isolate);
+  Local<v8::Map> map = v8::Map::New(isolate);
+  if (!store->NewInstance(context).ToLocal(&obj) || map->Set(context, key, obj).IsEmpty())
+    return "could not make the objects to check";
+  uint32_t hash = static_cast<uint32_t>(key->GetIdentityHash());  // made by Map::Set
+  alignas(8) const uint64_t marker = 0;
+  SetField(obj, 0, const_cast<uint64_t*>(&marker));
+  // Nothing allocates from here on, so no object moves.
+  auto word = [](A at) {
+    A w;
+    std::memcpy(&w, reinterpret_cast<const void*>(at), sizeof w);
+    return w;
+  };
+  auto smi = [](A w, int* out) {
+    if (I::HasHeapObjectTag(w)) return false;
+    *out = I::SmiValue(w);
+    return true;
+  };
+  constexpr A kTag = v8::internal::kHeapObjectTag;
+  constexpr A kTagged = layout::kTaggedSize;
+  A o = ValueHelper::ValueAsAddress(*obj);
+  A k = ValueHelper::ValueAsAddress(*key);
+  A m = ValueHelper::ValueAsAddress(*map);
+  const char* bad = nullptr;
+  if (word(o - kTag + layout::kField0) != reinterpret_cast<A>(&marker)) bad = "internal field 0 is elsewhere";
+  // The words read at offsets from the objects are inside them or just
+  // past, in V8's heap; the table is followed from a word read, so only
+  // where it is mapped (a wrong offset could read any word).
+  A table = word(m - kTag + layout::kJSMapTableOffset);
+  A counts = table - kTag + layout::kOrderedHashMapHeaderSize;
+  int elements = 0, buckets = 0, first = 0;
+  if (bad == nullptr && (!I::HasHeapObjectTag(table) || !Mapped(table - kTag, counts + 3 * kTagged)))
+    bad = "a Map's table is elsewhere";
+  if (bad == nullptr && (!smi(word(counts), &elements) || elements != 1 || !smi(word(counts + 2 * kTagged), &buckets) ||
+                         buckets <= 0 || buckets > 1024 || (buckets & (buckets - 1)) != 0))
+    bad = "an OrderedHashMap's counts are elsewhere";
+  A bucket = counts + 3 * kTagged + (hash & static_cast<uint32_t>(buckets - 1)) * kTagged;
+  A entry = counts + 3 * kTagged + static_cast<A>(buckets) * kTagged;
+  if (bad == nullptr && !Mapped(counts, entry + layout::kOrderedHashMapEntrySize))
+    bad = "an OrderedHashMap's entries are elsewhere";
+  if (bad == nullptr && (!smi(word(bucket), &first) || first != 0)) bad = "an OrderedHashMap's buckets are elsewhere";
+  // The one entry: {key, value, chain}, its chain the end (-1), its last
+  // word that of an entry of kOrderedHashMapEntrySize.
+  int chain = 0;
+  if (bad == nullptr && (word(entry) != k || word(entry + kTagged) != o ||
+                         !smi(word(entry + layout::kOrderedHashMapEntrySize - kTagged), &chain) || chain != -1))
+    bad = "an OrderedHashMap's entries are elsewhere";
+  if (bad == nullptr && UndefinedAddress(isolate) != ValueHelper::ValueAsAddress(*v8::Undefined(isolate)))
+    bad = "undefined is not the isolate's root";
+  SetField(obj, 0, nullptr);
+  return bad;
 }
 
 void Method(Isolate* isolate, Local<Object> exports, Local<v8::External> data, const char* name,
@@ -729,14 +999,22 @@ NODE_MODULE_INIT(/* exports, module, context */) {
         isolate, "customlabels-v8: the module object names no loaded customlabels.node with cl_frame_tls, version 1")));
     return;
   }
+  Local<ObjectTemplate> store = ObjectTemplate::New(isolate);
+  store->SetInternalFieldCount(kFields);
+  // A V8 that lays out objects otherwise than this file was built to
+  // publish would have readers follow wrong words: no companion then, and
+  // frame mode says why (lib/addon.js loadCompanion).
+  if (const char* bad = LayoutMismatch(isolate, context, store)) {
+    std::string why = std::string("customlabels-v8: this V8 (") + v8::V8::GetVersion() +
+                      ") does not lay out objects as the headers it was built against say: " + bad;
+    isolate->ThrowException(v8::Exception::Error(String::NewFromUtf8(isolate, why.c_str()).ToLocalChecked()));
+    return;
+  }
   // Freed by Cleanup when the environment ends.
   FrameEnv* env = new FrameEnv();
   env->tls = tls;
   node::AddEnvironmentCleanupHook(isolate, Cleanup, env);
   Local<v8::External> data = v8::External::New(isolate, env);
-
-  Local<ObjectTemplate> store = ObjectTemplate::New(isolate);
-  store->SetInternalFieldCount(kFields);
   env->store.Reset(isolate, store);
 
   Method(isolate, exports, data, "storeAls", StoreAls);
@@ -765,14 +1043,16 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   // custom_labels_v8_layout for JavaScript: what the OpenTelemetry process
   // context publishes for readers of the Node.js schema (lib/threadcontext.js).
   const cl_v8_layout_t& l = custom_labels_v8_layout;
-  Local<Object> layout = Object::New(isolate);
+  Local<Object> shape = Object::New(isolate);
   auto put = [&](const char* k, uint32_t v) {
-    layout->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).Check();
+    shape->Set(context, String::NewFromUtf8(isolate, k).ToLocalChecked(), Number::New(isolate, v)).Check();
   };
   put("taggedSize", l.tagged_size);
   put("jsMapTableOffset", l.js_map_table_offset);
   put("orderedHashMapHeaderSize", l.ordered_hash_map_header_size);
+  put("entrySize", l.entry_size);
   put("recordFieldOffset", l.record_field_offset);
   put("otelRecordFieldOffset", l.otel_record_field_offset);
-  exports->Set(context, String::NewFromUtf8Literal(isolate, "layout"), layout).Check();
+  put("cpedOffset", layout::kCpedOffset);
+  exports->Set(context, String::NewFromUtf8Literal(isolate, "layout"), shape).Check();
 }

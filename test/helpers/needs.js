@@ -31,6 +31,7 @@ const TOOLS = {
   gdb: { group: 'gdb', packages: ['gdb'] },
   readelf: { group: 'binutils', packages: ['binutils'] },
   gcc: { group: 'C compiler', packages: ['build-essential'] },
+  'g++': { group: 'C++ compiler', packages: ['g++'] },
   setcap: { group: 'setcap', packages: ['libcap2-bin'] },
   getcap: { group: 'setcap', packages: ['libcap2-bin'] },
   'aarch64-linux-gnu-gcc': {
