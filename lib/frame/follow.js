@@ -132,15 +132,15 @@ const mapSet = Map.prototype.set;
 // number: the flow gets its record when it next makes a set current
 // (run() and enter() make a frame with both entries, and run() leaves one
 // behind it), so the call that turns records on costs the same with
-// 100,000 flows waiting as with none.  Finding the frames would take a walk
-// of the heap (the inspector's Runtime.queryObjects, after a full
-// collection: some 0.3 s with 20,000 flows waiting, 2.7 s with 100,000, on
-// Node.js 24), and seeing them come back would take a promise hook, which
-// costs every await while it is on and, once set, invalidates V8's promise
-// hook protector for the life of the isolate
-// (Isolate::UpdatePromiseHookProtector, deps/v8/src/execution/isolate.cc
-// in nodejs/node v24 and v26): some 10 to 20 ns per await for good after it
-// is removed (docs/design.md).
+// 100,000 flows waiting as with none (bench/late-enable.js).  Finding the
+// frames would take a walk of the heap (the inspector's
+// Runtime.queryObjects, after a full collection: 0.9 to 1.4 s with 20,000
+// flows waiting, 4.5 to 5.7 s with 100,000, on Node.js 24 and 26), and
+// seeing them come back would take a promise hook, which costs every await
+// while it is on and, once set, invalidates V8's promise-hook protector
+// for the life of the isolate (Isolate::UpdatePromiseHookProtector,
+// deps/v8/src/execution/isolate.cc in nodejs/node v24 and v26): +9% and
+// +17% on a loop of awaits after it is removed (docs/design.md).
 function recordsTurnedOn() {
   otelOn = true;
   early = sets.wroteWithout();
