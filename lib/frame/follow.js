@@ -71,10 +71,15 @@ const otelStorage = new AsyncLocalStorage();
 let otelOn = false;
 // The companion (customlabels-v8.node): the AsyncLocalStorage readers find, and V8's layout.
 let native = null;
-// The prototype of AsyncContextFrame's frames (Node's own, not Map's), for
-// the heap query of recordsTurnedOn(), and their class, for enterBoth().
-let frameProto = null;
+// The class of AsyncContextFrame's frames (Node's own, not Map's), for
+// enterBoth(), and its `current` (the frame in the CPED slot), for
+// recordLacking().
 let Frame = null;
+let frameNow = null;
+// Whether this thread wrote sets before records turned on in it: frames
+// made then hold a label-set store and no OpenTelemetry entry
+// (recordsTurnedOn()).
+let early = false;
 
 // What the CPED slot holds inside the run() of a new AsyncLocalStorage
 // (the probe), with the slot given back what it held before, less an
@@ -108,11 +113,10 @@ function start(v8) {
   native = v8;
   native.storeAls(storage);
   native.storeOtelAls(otelStorage);
-  frameProto = Object.getPrototypeOf(probeFrame(v8));
   // What AsyncLocalStorage.enterWith does with it, on Node 22, 24 and 26:
   // new AsyncContextFrame(als, store) (a copy of the current frame with
   // the entry set), then AsyncContextFrame.set(frame) (into the CPED slot).
-  const F = frameProto.constructor;
+  const F = Object.getPrototypeOf(probeFrame(v8)).constructor;
   Frame = typeof F === 'function' && F.length === 2 && typeof F.set === 'function' ? F : null;
   if (Frame === null) {
     warnOnce('CUSTOMLABELS_FRAME_CLASS',
@@ -121,32 +125,42 @@ function start(v8) {
       'record are made current one after the other, and a reader of the thread context may find a set\'s labels ' +
       'without its record for an instant. Labels alone are read as before.');
   }
+  frameNow = typeof F === 'function' && typeof F.current === 'function' ? F.current : v8.cped;
   useWriter(sets.start(v8, recordsTurnedOn));
 }
 
 const mapGet = Map.prototype.get;
 const mapSet = Map.prototype.set;
 
-// Records turned on in this thread (lib/frame/sets.js recordsOn): from now on each set
-// made current puts its OpenTelemetry store in the frame beside its store.
-// The frames made before hold the store only, and a set current in one of
-// them (an await, a timer, a bound callback, the caller's own frame) comes
-// back with no hook to see it: so each such frame is found once, in the
-// heap (lib/frame/sets.js liveObjects), and given the set's
-// OpenTelemetry store in place, under otelStorage.  Node itself changes a
-// frame in place (AsyncLocalStorage.disable() deletes its entry), and every
-// continuation that shares the frame should see the record.
+// Records turned on in this thread (lib/frame/sets.js recordsOn): from now
+// on each set made current puts its OpenTelemetry store in the frame beside
+// its store.  The frames made before hold the store only, and a set current
+// in one of them (an await, a timer, a bound callback, the caller's own
+// frame) comes back with no hook to see it: a reader then finds the labels
+// and no record there.  Nothing is done about them here, whatever their
+// number: the flow gets its record when it next makes a set current
+// (run() and enter() make a frame with both entries, and run() leaves one
+// behind it), so the call that turns records on costs the same with
+// 100,000 flows waiting as with none (bench/late-enable.js).  Finding the
+// frames would take a walk of the heap (the inspector's
+// Runtime.queryObjects, after a full collection: 0.9 to 1.4 s with 20,000
+// flows waiting, 4.5 to 5.7 s with 100,000, on Node.js 24 and 26), and
+// seeing them come back would take a promise hook, which costs every await
+// while it is on and, once set, invalidates V8's promise-hook protector
+// for the life of the isolate (Isolate::UpdatePromiseHookProtector,
+// deps/v8/src/execution/isolate.cc in nodejs/node v24 and v26): +9% and
+// +17% on a loop of awaits after it is removed (docs/design.md).
 function recordsTurnedOn() {
   otelOn = true;
-  if (!sets.wroteWithout()) return;
-  const frames = sets.liveObjects(frameProto);
-  if (frames === null) return;
-  for (let i = 0; i < frames.length; i++) {
-    const frame = frames[i];
-    const store = mapGet.call(frame, storage);
-    if (store === undefined || store === null || mapGet.call(frame, otelStorage) !== undefined) continue;
-    mapSet.call(frame, otelStorage, otelOf(store));
-  }
+  early = sets.wroteWithout();
+}
+
+// Whether the current frame, which holds the store of a set (run() asks
+// only then), has no OpenTelemetry entry: a frame made before records
+// turned on in this thread.
+function recordLacking() {
+  const frame = frameNow();
+  return frame !== undefined && mapGet.call(frame, otelStorage) === undefined;
 }
 
 // Makes `store` and its OpenTelemetry store `otel` current together, once
@@ -195,7 +209,10 @@ function storeOf(set) {
 // a set current in the frame always has its store object.
 function run(set, fn, prior) {
   if (failed) return runUnpublished(set, fn);
-  if (set === (prior === undefined ? EMPTY : prior)) return fn();
+  // The same set: nothing to enter, unless the frame is one made before
+  // records turned on, whose set gets its OpenTelemetry store by entering
+  // it again (withLabels() with the labels the flow has already).
+  if (set === (prior === undefined ? EMPTY : prior) && !(early && set.store !== null && recordLacking())) return fn();
   if (!enterSet(set)) return runUnpublished(set, fn);
   try {
     return fn();

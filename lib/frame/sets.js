@@ -25,9 +25,10 @@
 // read @datadog/pprof's.  The OpenTelemetry store keeps the record's chunk
 // (`chunk`).  A record is written whole before its store is made, and never
 // changed: a set is never rewritten, and a new span or label makes a new
-// set.  Sets written before records were on in this thread get theirs when
-// they are found in a frame as records turn on here, or when they are made
-// current again (lib/frame/follow.js).
+// set.  A set written before records were on in this thread gets its
+// record (attach(), below) when a flow makes it current again with
+// withLabels or enterLabels, or returns to it from an inner withLabels
+// (lib/frame/follow.js).
 //
 // Lifetime: a chunk is an ArrayBuffer from Node's allocator (V8 counts it).
 // Each store object references its LabelSet (`set`), and the set its
@@ -126,65 +127,13 @@ function newChunk() {
   next = POOL; // the pool's records were in the old chunk
 }
 
-// Whether this thread wrote a set while records were off: if not, there
-// is nothing for lib/frame/follow.js to find when records turn on.
+// Whether this thread wrote a set while records were off: if not, no frame
+// of this thread lacks its set's OpenTelemetry store once records are on
+// (lib/frame/follow.js recordsTurnedOn()).
 let writtenWithout = false;
-
-// Records turned on in this thread: every frame that holds a set written
-// before that, wherever it is current or waits to be (an await, a timer, a
-// bound callback), gets the set's OpenTelemetry store now
-// (lib/frame/follow.js), before it can be current again.  Keeping a list of
-// the sets written while records are off
-// would cost every set: strong references pin each chunk's objects beside
-// its bytes (bench/frame-rss.js 12 on Node.js 24: RSS 590 MB against
-// 230 MB), and a WeakRef per set halved its flows per second.  So the
-// frames are found once, in the heap: V8's query of the objects whose
-// prototype is the frames', through the inspector protocol
-// (Runtime.queryObjects, which collects garbage first), run synchronously
-// in this thread.  Its cost is a full collection and a walk of the heap,
-// once per thread, and only where a set was written before
-// (writtenWithout): about 0.3 to 0.4 s with 10,000 flows waiting on
-// timers, 2.7 s with 100,000, on Node.js 24 (a busy 2-core VM).  Where the
-// query cannot run (Node.js built without the inspector, --permission
-// without --allow-inspector, the package loaded in another realm than the
-// thread's main one), a set gets its record only when withLabels or
-// enterLabels makes it current from another set (lib/frame/follow.js
-// storeOf()), not after an await or an inner withLabels.
 
 function wroteWithout() {
   return writtenWithout;
-}
-
-const QUERY = Symbol.for('customlabels.frameSetsQuery');
-
-// Every object still reachable in this thread whose prototype chain has
-// `proto`, or null where the inspector is not there to say.
-function liveObjects(proto) {
-  let inspector;
-  try {
-    inspector = require('node:inspector');
-  } catch {
-    return null;
-  }
-  const session = new inspector.Session();
-  let found = null;
-  try {
-    session.connect();
-    const name = `globalThis[Symbol.for(${JSON.stringify(QUERY.description)})]`;
-    globalThis[QUERY] = proto;
-    let protoId = null;
-    session.post('Runtime.evaluate', { expression: name }, (err, r) => { if (!err) protoId = r.result.objectId; });
-    let list = null;
-    if (protoId) session.post('Runtime.queryObjects', { prototypeObjectId: protoId }, (err, r) => { if (!err) list = r.objects.objectId; });
-    globalThis[QUERY] = (objects) => { found = objects; };
-    if (list) session.post('Runtime.callFunctionOn', { objectId: list, functionDeclaration: `function () { ${name}(this); }` });
-  } catch {
-    found = null;
-  } finally {
-    delete globalThis[QUERY];
-    session.disconnect();
-  }
-  return found;
 }
 
 // Moving the sets that outlive their chunk.  Most sets are a request's and
@@ -591,4 +540,4 @@ function chunkState() {
   return { chunk: buf, chunkBytes: CHUNK };
 }
 
-module.exports = { EMPTY, start, recordsOn, attach, wroteWithout, liveObjects, chunkState };
+module.exports = { EMPTY, start, recordsOn, attach, wroteWithout, chunkState };

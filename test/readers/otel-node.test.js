@@ -15,10 +15,13 @@
 //   field 0 of its own store for its record);
 // - the record's bytes are those hooks mode publishes for the same labels
 //   and span (the same child in hooks mode);
-// - a set made before enableThreadContext() gets its record as soon as it
-//   is current again: after an await, in a timer, after an inner withLabels
-//   returns, inside withLabels() with the same labels
-//   (test/fixtures/frame_otel_late.js), as in hooks mode.
+// - a flow begun before enableThreadContext() (test/fixtures/frame_otel_late.js):
+//   in frame mode its labels are read all along, and its record once it
+//   makes a set current again (withLabels, enterLabels, an inner withLabels
+//   that returns), not when it merely comes back (an await, a timer);
+//   a continuation that waited beside it in the same context stays without
+//   until it does the same; in hooks mode, from its next hop.  The call
+//   itself opens no inspector session (it walks no heap).
 
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
@@ -139,16 +142,31 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
     }
   });
 
-  it('a set made before enableThreadContext() is read with its record once current again: after an await, in a timer, after an inner withLabels, in withLabels() with the same labels, in a worker, as in hooks mode', function () {
-    const expected = {
-      cached: '/cached', await: '/await', timer: '/timer', inner: '/outer', same: '/same', entered: '/entered', worker: '/worker',
+  it('a flow begun before enableThreadContext(): frame mode reads its labels, and its record from its next withLabels/enterLabels on; hooks mode reads its record once it comes back', function () {
+    const routes = {
+      await: '/await', timer: '/timer', inner: '/outer', same: '/same', entered: '/entered', sibling: '/sibling', worker: '/worker',
     };
+    const nextLabels = { timer: { route: '/timer', step: 't' } };
     for (const mode of ['frame', 'hooks']) {
       const r = late[mode];
       assert.equal(r.mode, mode);
+      assert.equal(r.sessions, 0, `${mode}: no inspector session during the call`);
       assert.notEqual(r.reads.before.outcome, 'record', `${mode}: no record before the call`);
-      for (const [flow, route] of Object.entries(expected)) {
-        assert.deepEqual(r.reads[flow], { outcome: 'record', labels: { route } }, `${mode}: ${flow}`);
+      assert.equal(r.reads.cached.next.outcome, 'record', `${mode}: cached`);
+      assert.deepEqual(r.reads.cached.next.labels, { route: '/cached' }, `${mode}: cached`);
+      for (const [flow, route] of Object.entries(routes)) {
+        const { resumed, next } = r.reads[flow];
+        const labels = nextLabels[flow] ?? { route };
+        assert.equal(next.outcome, 'record', `${mode}: ${flow}, after it made a set current`);
+        assert.deepEqual(next.labels, labels, `${mode}: ${flow}, after it made a set current`);
+        if (mode === 'hooks') {
+          assert.deepEqual([resumed.outcome, resumed.labels], ['record', { route }], `hooks: ${flow}, come back`);
+        } else {
+          // The labels through Parca's path, and no OpenTelemetry entry in the frame.
+          assert.equal(resumed.outcome, 'not in this frame', `frame: ${flow}, come back`);
+          assert.deepEqual(resumed.abi, { route }, `frame: ${flow}, come back: the labels are read`);
+          assert.deepEqual(next.abi, labels, `frame: ${flow}, after it made a set current`);
+        }
       }
     }
   });
