@@ -225,6 +225,14 @@ describe('customlabels-dump', function () {
         { input: `${JSON.stringify({ main: [mainLabels], workers: [[workerLabels]] })}\n` });
     }
 
+    it('a set entered in the callback that enabled the hooks is not published once that callback is done', async function () {
+      skipUnderEmulation(this, why.dump);
+      const { pid } = await startFixture(process.execPath, [path.join(FIXTURES, 'enter-in-callback.js')]);
+      const r = runDump(['--json', String(pid)]);
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(byTid(jsonLines(r.stdout)).get(pid).labels, null, r.stdout);
+    });
+
     it('reads the main thread and a worker, each blocked inside withLabels', async () => {
       const { pid } = await startNode();
       const r = runDump(['--json', String(pid)]);

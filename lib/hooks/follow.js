@@ -89,9 +89,19 @@ function before() {
 }
 
 function after() {
-  // A hook enabled inside a callback sees that callback's `after` only.
-  if (depth === 0) return;
   try {
+    // A hook enabled inside a callback sees that callback's `after` only
+    // (and those of the callbacks it ran in): the hooks are enabled by the
+    // first run or enter, which may come inside a callback.  Nothing was
+    // published before they were, so that is what such a callback returns
+    // to: without this, a set entered there (enterLabels in a request
+    // handler) would stay published while the thread waits.  (Inside a
+    // callback that such a callback runs in, the set of that one is
+    // published again at its next hop.)
+    if (depth === 0) {
+      if (installed !== undefined) install(undefined);
+      return;
+    }
     const previous = saved[--depth];
     saved[depth] = undefined; // do not keep the set alive
     if (previous !== installed) install(previous);
