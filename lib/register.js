@@ -101,6 +101,12 @@ function install({ method, route, trace, fixed }) {
     if (labels === undefined) {
       labels = { ...fixed };
       if (method && typeof m === 'string') labels.method = m;
+      // enterLabels, like AsyncLocalStorage's enterWith, leaves the set on
+      // the resource whose callback is running: for a request, the parser's
+      // resource of its connection (lib/_http_server.js).  The next request
+      // on a kept-alive connection starts from there, so the route of the
+      // one before is removed, not merged with.
+      if (route) labels.route = null;
       Object.freeze(labels);
       if (byMethod.size < 64) byMethod.set(m, labels);
     }

@@ -11,9 +11,10 @@
 // creates if it is not there and then assigns `api.context = manager`;
 // getGlobal reads it back from there, unregisterGlobal deletes it.  Every
 // copy of the API shares that object.  This module makes that global
-// property an accessor that hands the API a proxy of its object, whose set
-// trap wraps a context manager as it is assigned; reads and deletes go to
-// the object itself.  Where the object is there already (an SDK started
+// property an accessor, and the object's `context` property one that wraps
+// a context manager as it is assigned (registerGlobal assigns the global
+// object, its own value, before the manager, which is how the accessor is
+// put on every object it uses).  Where the object is there already (an SDK started
 // before this module), its manager is wrapped in place.
 //
 // customlabels/otel needs @opentelemetry/api where customlabels is
@@ -56,36 +57,41 @@ function wrap(manager) {
   }
 }
 
-const handler = {
-  set(target, property, value) {
-    target[property] = property === 'context' ? wrap(value) : value;
-    return true;
-  },
-};
+// The manager's own property on the API's object becomes an accessor that
+// wraps what is assigned.  unregisterGlobal deletes it; registerGlobal
+// assigns the global object again before it assigns the manager, and that
+// puts the accessor back.
+const ours = new WeakSet();
+function watch(api) {
+  if (api === null || typeof api !== 'object') return;
+  const d = Object.getOwnPropertyDescriptor(api, 'context');
+  if (d !== undefined && (ours.has(d.get) || !d.configurable)) return;
+  let manager = wrap(d === undefined ? undefined : d.value);
+  const get = () => manager;
+  ours.add(get);
+  Object.defineProperty(api, 'context', {
+    get,
+    set(value) {
+      manager = wrap(value);
+    },
+    configurable: true,
+    enumerable: true,
+  });
+}
 
 function wrapGlobalContextManager() {
   const existing = Object.getOwnPropertyDescriptor(globalThis, KEY);
   // Someone else made it an accessor, or fixed it: leave it.
   if (existing !== undefined && (!('value' in existing) || !existing.configurable)) return;
-  let api;
-  let proxy;
-  const take = (value) => {
-    if (value !== null && typeof value === 'object') {
-      api = value;
-      if ('context' in api) api.context = wrap(api.context);
-      proxy = new Proxy(api, handler);
-    } else {
-      api = value;
-      proxy = value;
-    }
-  };
-  take(existing === undefined ? undefined : existing.value);
+  let api = existing === undefined ? undefined : existing.value;
+  watch(api);
   Object.defineProperty(globalThis, KEY, {
     get() {
-      return proxy;
+      return api;
     },
     set(value) {
-      if (value !== proxy) take(value);
+      api = value;
+      watch(value);
     },
     configurable: true,
     enumerable: false,
