@@ -16,7 +16,9 @@
 // Options:
 //   --node PATH|MAJOR   Node binary for the servers (repeatable; a major is
 //                       this Node or .cache/node/<major>, as .ci/run installs)
-//   --variants a,b      (plain,baseline,floor-switch,labels; also frame, labels-tc)
+//   --variants a,b      (plain,baseline,floor-switch,labels; also frame, labels-tc,
+//                       method and register: customlabels/register against
+//                       withLabels({ method }) by hand)
 //   --help              this text; runs nothing
 // CPU-time rounds (what users see):
 //   --rounds N          rounds (40)
@@ -230,7 +232,7 @@ function summarize(rounds, variants, load) {
   return { perVariant, pairs };
 }
 
-const NAMES = { plain: 'no context', baseline: 'AsyncLocalStorage', 'floor-switch': 'least hooks', labels: 'customlabels', frame: 'customlabels, frame mode' };
+const NAMES = { plain: 'no context', baseline: 'AsyncLocalStorage', 'floor-switch': 'least hooks', labels: 'customlabels', frame: 'customlabels, frame mode', method: 'withLabels({ method }) by hand', register: 'customlabels/register' };
 const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
 const f2 = (x) => (Number.isFinite(x) ? (x >= 0 ? '+' : '') + x.toFixed(2) : 'n/a');
 const pct = (x) => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %` : 'n/a');
@@ -332,7 +334,7 @@ async function countInstructions(node, variant, n, root) {
 }
 
 // The variants that load the package, which --baseline counts twice.
-const PACKAGE_VARIANTS = new Set(['labels', 'frame', 'labels-tc']);
+const PACKAGE_VARIANTS = new Set(['labels', 'frame', 'labels-tc', 'method', 'register']);
 
 async function instructions(o) {
   const { spawnSync } = require('node:child_process');

@@ -1,7 +1,9 @@
 'use strict';
 // The server of bench/cost.js, the HTTP harness: `node bench/http-server.js VARIANT
 // [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
-// 3 labels), `labels-tc` (the same with enableThreadContext()), `frame`
+// 3 labels), `labels-tc` (the same with enableThreadContext()), `method`
+// (withLabels({ method }) by hand), `register` (customlabels/register
+// loaded, the handler unlabelled), `frame`
 // (labels with CUSTOMLABELS_PUBLISH=frame), `baseline`
 // (inside AsyncLocalStorage.run with the same label object), `plain` (no
 // AsyncLocalStorage at all), `floor-read` (baseline + the hooks customlabels
@@ -40,6 +42,19 @@ function serve(variant) {
     // labels-tc: with the OpenTelemetry thread context on.
     if (variant === 'labels-tc') customlabels.enableThreadContext({ resource: { 'service.name': 'bench' } });
     runIn = customlabels.withLabels;
+  } else if (variant === 'method' || variant === 'register') {
+    // customlabels/register's cost against the same labels by hand: `method`
+    // labels each request with withLabels({ method }) in the handler,
+    // `register` loads customlabels/register (as --require would, before
+    // the server exists) and the handler labels nothing.
+    process.env.CUSTOMLABELS_PUBLISH = 'hooks';
+    const customlabels = require(ROOT);
+    if (variant === 'register') {
+      require(path.join(ROOT, 'lib', 'register.js'));
+      runIn = (labels, fn) => fn();
+    } else {
+      runIn = (labels, fn, req) => customlabels.withLabels({ method: req.method }, fn);
+    }
   } else if (variant === 'baseline' || variant === 'floor-read' || variant === 'floor-switch') {
     const als = new AsyncLocalStorage();
     runIn = (labels, fn) => als.run(labels, fn);
@@ -80,7 +95,7 @@ function serve(variant) {
     } else {
       labels = next();
     }
-    runIn(labels, () => handle(req, res));
+    runIn(labels, () => handle(req, res), req);
   });
   server.keepAliveTimeout = 60000;
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server.address().port)));

@@ -1,0 +1,3 @@
+// customlabels/register for `node --import`: the CommonJS module, loaded
+// once per thread (lib/register.js).
+import './register.js';
