@@ -23,7 +23,6 @@ const { killAll, startFixture } = require('./helpers/children');
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const APP = path.join(__dirname, 'fixtures', 'register', 'app.js');
-const major = Number(process.versions.node.split('.')[0]);
 
 // A directory whose node_modules/customlabels is this checkout, for
 // NODE_OPTIONS to name the package as an application's would.
@@ -166,12 +165,7 @@ async function check(service, requests, { agents = 4 } = {}) {
     for (const agent of pool) agent.destroy();
   }
   // Nothing after the requests end, in any thread, once the server has
-  // finished with them (closing their connections).  Not on Node.js 20 in
-  // hooks mode: there, once enterLabels has run in a request's callback,
-  // the thread publishes those labels between callbacks until the next
-  // callback (whose own labels are right), as it does for enterLabels
-  // called by a handler itself.
-  if (major < 22 && service.mode !== 'frame') return;
+  // finished with them (closing their connections).
   let left;
   for (let i = 0; i < 50; i++) {
     left = [...dump(service.pid)].filter(([, labels]) => labels !== null);
