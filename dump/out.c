@@ -392,7 +392,8 @@ void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
   }
   fputs("{\"mapping\": ", out);
   json_text(out, ctx->mapping);
-  if (ctx->nmappings > 0) json_mappings(out, ctx);
+  /* Only beside another writer's: a lone context prints as it always did. */
+  if (ctx->nmappings > 1) json_mappings(out, ctx);
   if (ctx->status != CLD_OTEL_CTX_OK) {
     fputs(", \"error\": ", out);
     json_text(out, ctx->why);

@@ -128,12 +128,12 @@ function sample({ pid, mem, tp }, layout, options = {}) {
     if (record === 0n) return { outcome: 'no record' };
     const h = mem.read(record, 28);
     if (h[24] !== 1) return { outcome: 'not valid' };
-    const read = { outcome: 'record', recordSlotOffset, traceId: h.subarray(0, 16).toString('hex'), spanId: h.subarray(16, 24).toString('hex'), attrsSize: h.readUInt16LE(26) };
+    const read = { outcome: 'record', traceId: h.subarray(0, 16).toString('hex'), spanId: h.subarray(16, 24).toString('hex'), attrsSize: h.readUInt16LE(26) };
     if (!options.record) return read;
     const bytes = mem.read(record, 28 + read.attrsSize);
     // Internal field 0 of the same store (Parca's record), when asked.
     const field0 = options.field0Offset === undefined ? undefined : Number(u64(value - 1n + BigInt(options.field0Offset)));
-    return { ...read, bytes: bytes.toString('hex'), attributes: attributesOf(bytes.subarray(28)), store: `0x${value.toString(16)}`, field0 };
+    return { ...read, recordSlotOffset, bytes: bytes.toString('hex'), attributes: attributesOf(bytes.subarray(28)), store: `0x${value.toString(16)}`, field0 };
   } catch (err) {
     return { outcome: `failed: ${err.message}` };
   }
