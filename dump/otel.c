@@ -184,6 +184,9 @@ static void ctx_reset(cld_otel_ctx_t *ctx) {
   ctx->why[0] = '\0';
   ctx->mapping[0] = '\0';
   ctx->address = 0;
+  ctx->payload_address = 0;
+  ctx->nmappings = 0;
+  ctx->chosen = SIZE_MAX;
   ctx->published_at_ns = 0;
   ctx->payload_size = 0;
   ctx_clear_decoded(ctx);
@@ -298,6 +301,7 @@ void cld_otel_ctx_read_at(pid_t pid, uint64_t address, long pause_ns, cld_otel_c
       return;
     }
     ctx->published_at_ns = before;
+    ctx->payload_address = h.payload;
     ctx->payload_size = h.payload_size;
     ctx->status = cld_otel_ctx_decode(ctx) ? CLD_OTEL_CTX_OK : CLD_OTEL_CTX_ERROR;
     return;
@@ -308,6 +312,35 @@ void cld_otel_ctx_read_at(pid_t pid, uint64_t address, long pause_ns, cld_otel_c
 
 /* Pause between attempts: long enough for a writer to finish an update. */
 #define RETRY_PAUSE_NS 1000000L
+
+/*
+ * customlabels' own mapping, as its writer lays it out (src/process_ctx.c:
+ * MAPPING_BYTES, PAYLOAD_OFFSET): 64 KiB, the payload 64 bytes after the
+ * header, inside it.  libdatadog's writer (dd-trace) points its header at
+ * a payload elsewhere.
+ */
+#define OURS_MAPPING_BYTES (64 * 1024)
+#define OURS_PAYLOAD_OFFSET 64
+
+static void note_mapping(cld_otel_ctx_t *ctx, uint64_t size) {
+  if (ctx->nmappings == CLD_OTEL_MAX_MAPPINGS) return;
+  cld_otel_mapping_t *m = &ctx->mappings[ctx->nmappings++];
+  memset(m, 0, sizeof(*m));
+  m->address = ctx->address;
+  snprintf(m->mapping, sizeof(m->mapping), "%s", ctx->mapping);
+  m->status = ctx->status;
+  m->ours = ctx->status == CLD_OTEL_CTX_OK && size == OURS_MAPPING_BYTES &&
+            ctx->payload_address == ctx->address + OURS_PAYLOAD_OFFSET;
+  if (ctx->status != CLD_OTEL_CTX_OK) return;
+  m->has_schema = ctx->has_schema;
+  if (ctx->has_schema) {
+    size_t n = ctx->schema.len < sizeof(m->schema) - 1 ? ctx->schema.len : sizeof(m->schema) - 1;
+    memcpy(m->schema, ctx->payload + ctx->schema.off, n);
+    m->schema[n] = '\0';
+  }
+  m->has_key_map = ctx->has_key_map;
+  m->nkeys = ctx->nkeys;
+}
 
 void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx) {
   ctx_reset(ctx);
@@ -320,15 +353,16 @@ void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx) {
   }
   /*
    * The OTEP makes the context a singleton, but a process may hold a stale
-   * or foreign mapping of that name: the first one that reads well wins,
-   * else the first problem met is reported.
+   * or foreign mapping of that name (another writer's: dd-trace maps its
+   * own).  Every one is read and noted; the context decoded is
+   * customlabels' own where one reads well (its key map names our records'
+   * attributes), else the first that reads well, else the first problem
+   * met is reported.
    */
-  cld_otel_ctx_status_t first_status = CLD_OTEL_CTX_NONE;
-  char first_why[sizeof(ctx->why)] = "", first_mapping[sizeof(ctx->mapping)] = "";
-  uint64_t first_address = 0;
   char line[512];
   bool skipping = false;
-  while (fgets(line, sizeof(line), maps) != NULL) {
+  size_t ours = SIZE_MAX, first_ok = SIZE_MAX;
+  while (fgets(line, sizeof(line), maps) != NULL && ctx->nmappings < CLD_OTEL_MAX_MAPPINGS) {
     size_t len = strlen(line);
     bool complete = len > 0 && line[len - 1] == '\n';
     /* A line longer than the buffer names a file, not a context mapping. */
@@ -337,25 +371,32 @@ void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx) {
       continue;
     }
     uint64_t start;
+    unsigned long long from = 0, to = 0;
     if (!cld_otel_ctx_mapping(line, &start, ctx->mapping, sizeof(ctx->mapping))) continue;
+    if (sscanf(line, "%llx-%llx", &from, &to) != 2) continue;
     cld_otel_ctx_read_at(pid, start, RETRY_PAUSE_NS, ctx);
-    if (ctx->status == CLD_OTEL_CTX_OK) break;
-    if (first_status == CLD_OTEL_CTX_NONE) {
-      first_status = ctx->status;
-      memcpy(first_why, ctx->why, sizeof(first_why));
-      memcpy(first_mapping, ctx->mapping, sizeof(first_mapping));
-      first_address = ctx->address;
-    }
+    note_mapping(ctx, (uint64_t)(to - from));
+    size_t i = ctx->nmappings - 1;
+    if (ctx->status == CLD_OTEL_CTX_OK && first_ok == SIZE_MAX) first_ok = i;
+    if (ctx->mappings[i].ours && ours == SIZE_MAX) ours = i;
   }
   fclose(maps);
-  if (ctx->status != CLD_OTEL_CTX_OK && first_status != CLD_OTEL_CTX_NONE) {
-    ctx->status = first_status;
-    memcpy(ctx->why, first_why, sizeof(ctx->why));
-    memcpy(ctx->mapping, first_mapping, sizeof(ctx->mapping));
-    ctx->address = first_address;
-    ctx->payload_size = 0;
-    ctx_clear_decoded(ctx);
+  if (ctx->nmappings == 0) {
+    ctx_reset(ctx);
+    return;
   }
+  size_t chosen = ours != SIZE_MAX ? ours : first_ok != SIZE_MAX ? first_ok : 0;
+  const cld_otel_mapping_t *m = &ctx->mappings[chosen];
+  /* The last one read is in ctx already; another is read again. */
+  if (ctx->address != m->address) {
+    snprintf(ctx->mapping, sizeof(ctx->mapping), "%s", m->mapping);
+    cld_otel_ctx_read_at(pid, m->address, RETRY_PAUSE_NS, ctx);
+  }
+  ctx->chosen = chosen;
+}
+
+size_t cld_otel_ctx_reader_takes(const cld_otel_ctx_t *ctx, bool last) {
+  return ctx->nmappings == 0 ? SIZE_MAX : last ? ctx->nmappings - 1 : 0;
 }
 
 bool cld_otel_in_use(const cld_process_t *p, const cld_otel_ctx_t *ctx) {

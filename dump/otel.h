@@ -117,12 +117,35 @@ typedef enum {
   CLD_OTEL_CTX_ERROR       /* unreadable or malformed; `why` says why */
 } cld_otel_ctx_status_t;
 
+/*
+ * One OTEL_CTX mapping of the process, as cld_otel_ctx_read() found it.  A
+ * process may have several: customlabels' and another writer's (dd-trace
+ * maps its own through @datadog/libdatadog).  Readers take one each: the
+ * OpenTelemetry eBPF profiler the last in /proc/PID/maps order
+ * (open-telemetry/opentelemetry-ebpf-profiler processmanager/processinfo.go
+ * @b442421a32ccfa07a527084c7c93b0f2b260b28f), the Datadog Agent the first
+ * (DataDog/datadog-agent pkg/security/resolvers/process/otel_tls.go
+ * @02248160ea9ab5eafd330f90fc656df0b74e6b52).
+ */
+#define CLD_OTEL_MAX_MAPPINGS 8
+typedef struct {
+  uint64_t address;             /* of the header */
+  char mapping[64];             /* its name in /proc/PID/maps */
+  cld_otel_ctx_status_t status;
+  bool ours;                    /* customlabels' (see cld_otel_ctx_read) */
+  bool has_schema;
+  char schema[32];              /* threadlocal.schema_version, cut */
+  bool has_key_map;
+  size_t nkeys;
+} cld_otel_mapping_t;
+
 /* A process context as read and decoded.  ~80 KiB: allocate it once. */
 typedef struct {
   cld_otel_ctx_status_t status;
   char why[256];
   char mapping[64];             /* the mapping's name in /proc/PID/maps */
   uint64_t address;             /* of the header */
+  uint64_t payload_address;     /* where the header said the payload is */
   uint64_t published_at_ns;
   size_t payload_size;
   unsigned char payload[CLD_OTEL_PAYLOAD_MAX];
@@ -144,6 +167,11 @@ typedef struct {
   cld_otel_attribute_t attributes[CLD_OTEL_MAX_ATTRIBUTES];
   size_t nwarnings;
   char warnings[CLD_OTEL_MAX_WARNINGS][192];
+  /* Every OTEL_CTX mapping, in maps order (the first CLD_OTEL_MAX_MAPPINGS),
+   * and which of them this context is (SIZE_MAX: none). */
+  size_t nmappings;
+  cld_otel_mapping_t mappings[CLD_OTEL_MAX_MAPPINGS];
+  size_t chosen;
 } cld_otel_ctx_t;
 
 /*
@@ -152,8 +180,13 @@ typedef struct {
  * [anon:OTEL_CTX], and not executable.  Sets *start and copies the name.
  */
 bool cld_otel_ctx_mapping(const char *line, uint64_t *start, char *name, size_t name_size);
-/* Finds the mapping in /proc/PID/maps and reads it (status NONE if none). */
+/* Finds the mappings in /proc/PID/maps, notes each, and reads
+ * customlabels' own, else the first that reads well (status NONE if none). */
 void cld_otel_ctx_read(pid_t pid, cld_otel_ctx_t *ctx);
+/* The index in ctx->mappings of the mapping a reader takes: the last
+ * (the OpenTelemetry eBPF profiler) or the first (the Datadog Agent);
+ * SIZE_MAX without any. */
+size_t cld_otel_ctx_reader_takes(const cld_otel_ctx_t *ctx, bool last);
 /*
  * Reads the context whose header is at `address` by OTEP 4719's protocol:
  * published_at_ns, the header, the payload, then published_at_ns again,

@@ -351,6 +351,40 @@ static void json_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel
   fputc('}', out);
 }
 
+static void json_address(FILE *out, uint64_t address) {
+  fprintf(out, "\"0x%" PRIx64 "\"", address);
+}
+
+/* Every OTEL_CTX mapping, and which one each reader takes. */
+static void json_mappings(FILE *out, const cld_otel_ctx_t *ctx) {
+  fputs(", \"address\": ", out);
+  json_address(out, ctx->address);
+  fputs(", \"mappings\": [", out);
+  for (size_t i = 0; i < ctx->nmappings; i++) {
+    const cld_otel_mapping_t *m = &ctx->mappings[i];
+    fputs(i > 0 ? ", {\"address\": " : "{\"address\": ", out);
+    json_address(out, m->address);
+    fputs(", \"mapping\": ", out);
+    json_text(out, m->mapping);
+    fprintf(out, ", \"customlabels\": %s, \"used\": %s", m->ours ? "true" : "false", i == ctx->chosen ? "true" : "false");
+    if (m->status != CLD_OTEL_CTX_OK) {
+      fputs(", \"readable\": false}", out);
+      continue;
+    }
+    fputs(", \"readable\": true, \"schema_version\": ", out);
+    if (m->has_schema) json_text(out, m->schema);
+    else fputs("null", out);
+    fputs(", \"keys\": ", out);
+    if (m->has_key_map) fprintf(out, "%zu}", m->nkeys);
+    else fputs("null}", out);
+  }
+  fputs("], \"read_by\": {\"opentelemetry_ebpf_profiler\": ", out);
+  json_address(out, ctx->mappings[cld_otel_ctx_reader_takes(ctx, true)].address);
+  fputs(", \"datadog_agent\": ", out);
+  json_address(out, ctx->mappings[cld_otel_ctx_reader_takes(ctx, false)].address);
+  fputc('}', out);
+}
+
 void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
   if (ctx->status == CLD_OTEL_CTX_NONE) {
     fputs("null", out);
@@ -358,6 +392,8 @@ void cld_json_otel_ctx(FILE *out, const cld_otel_ctx_t *ctx) {
   }
   fputs("{\"mapping\": ", out);
   json_text(out, ctx->mapping);
+  /* Only beside another writer's: a lone context prints as it always did. */
+  if (ctx->nmappings > 1) json_mappings(out, ctx);
   if (ctx->status != CLD_OTEL_CTX_OK) {
     fputs(", \"error\": ", out);
     json_text(out, ctx->why);
@@ -399,6 +435,30 @@ static void text_attributes(FILE *out, const cld_otel_ctx_t *ctx, const cld_otel
   }
 }
 
+/* With more than one OTEL_CTX mapping: each, and which each reader takes. */
+static void text_mappings(FILE *out, const cld_otel_ctx_t *ctx) {
+  if (ctx->nmappings < 2) return;
+  fprintf(out, "  %zu OTEL_CTX mappings; records are named by customlabels' key map where it has one:\n", ctx->nmappings);
+  for (size_t i = 0; i < ctx->nmappings; i++) {
+    const cld_otel_mapping_t *m = &ctx->mappings[i];
+    fprintf(out, "    0x%" PRIx64 " ", m->address);
+    cld_text_plain(out, m->mapping);
+    fputs(m->ours ? ": customlabels'" : ": another writer's", out);
+    if (m->status != CLD_OTEL_CTX_OK) fputs(", unreadable", out);
+    else {
+      fputs(", schema ", out);
+      cld_text_plain(out, m->has_schema ? m->schema : "(none)");
+      if (m->has_key_map) fprintf(out, ", %zu keys", m->nkeys);
+      else fputs(", no key map", out);
+    }
+    fputs(i == ctx->chosen ? " (used here)\n" : "\n", out);
+  }
+  size_t last = cld_otel_ctx_reader_takes(ctx, true), first = cld_otel_ctx_reader_takes(ctx, false);
+  fprintf(out, "  the OpenTelemetry eBPF profiler reads the last, 0x%" PRIx64 " (%s); the Datadog Agent the first, 0x%" PRIx64 " (%s)\n",
+          ctx->mappings[last].address, ctx->mappings[last].ours ? "customlabels'" : "another writer's",
+          ctx->mappings[first].address, ctx->mappings[first].ours ? "customlabels'" : "another writer's");
+}
+
 void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx) {
   if (ctx->status == CLD_OTEL_CTX_NONE) {
     fprintf(out, "process %d: no OpenTelemetry process context (no mapping named OTEL_CTX): record "
@@ -409,6 +469,7 @@ void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx) {
   cld_text_plain(out, ctx->mapping);
   if (ctx->status != CLD_OTEL_CTX_OK) {
     fprintf(out, "%s%s\n", ctx->status == CLD_OTEL_CTX_CHANGING ? ": " : " is unreadable: ", ctx->why);
+    text_mappings(out, ctx);
     return;
   }
   fputs(": schema ", out);
@@ -434,6 +495,7 @@ void cld_text_otel_ctx(FILE *out, pid_t pid, const cld_otel_ctx_t *ctx) {
     fputc('\n', out);
   }
   for (size_t i = 0; i < ctx->nwarnings; i++) fprintf(out, "  warning: %s\n", ctx->warnings[i]);
+  text_mappings(out, ctx);
 }
 
 /*

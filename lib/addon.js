@@ -195,12 +195,20 @@ function checkPeers(binding, file) {
 // Addons loaded after this one are looked at as they load: a later writer
 // of the ABI is said as soon as there is one.  process.dlopen is what
 // require() of a .node file calls; this thread's own loads go through it too.
+// afterLoad(fn): fn() after each later load in this thread (fn must not
+// throw; lib/othercontext.js, once the thread context is on).
+const afterLoads = [];
+function afterLoad(fn) {
+  if (!afterLoads.includes(fn)) afterLoads.push(fn);
+}
+
 function watchLoads(binding, file) {
   const original = process.dlopen;
   process.dlopen = function dlopen(...args) {
     const result = Reflect.apply(original, this, args);
     try {
       checkPeers(binding, file);
+      for (const fn of afterLoads) fn();
     } catch {
       // out of memory while looking: the load itself succeeded
     }
@@ -575,4 +583,4 @@ function loadCompanion() {
   return companion;
 }
 
-module.exports = { binding, file: file ?? null, reason, hooksMissing, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion };
+module.exports = { binding, file: file ?? null, reason, hooksMissing, slot, parcaSlot, otelSlot, otelEnabled, LAYOUT, loadCompanion, afterLoad };

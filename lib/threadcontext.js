@@ -19,7 +19,8 @@
 // later text's fixed 24 does not hold), so a reader that takes them walks
 // right, and one that ignores them loses nothing.
 
-const { binding } = require('./addon');
+const { binding, afterLoad } = require('./addon');
+const { checkOtherContexts } = require('./othercontext');
 const { describe, quote, isPlainObject, utf8Length } = require('./checks');
 
 const WHO = 'enableThreadContext';
@@ -182,7 +183,28 @@ function enableThreadContext(options) {
   }
   binding.otelEnable();
   recordsOn(); // the process-wide word is set: this thread turns records on now
+  watchOtherContexts();
   return true;
+}
+
+// Another writer's OTEL_CTX mapping (lib/othercontext.js): looked for now,
+// and after each native module this thread loads later, once the module's
+// code has run its first turn (dd-trace maps its context while it
+// initialises, after its addon is loaded): one unref'd immediate per load,
+// no timer that polls.
+let watching = false;
+function watchOtherContexts() {
+  const check = () => checkOtherContexts(binding.otelHeader());
+  check();
+  if (watching) return;
+  watching = true;
+  afterLoad(() => {
+    try {
+      setImmediate(check).unref();
+    } catch {
+      // out of memory: the next enableThreadContext() looks again
+    }
+  });
 }
 
 module.exports = { enableThreadContext, useMode };

@@ -213,6 +213,13 @@ static napi_value otel_enabled_buffer(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* otelHeader(): the address of the OTEL_CTX mapping this module published,
+ * or 0 (a user-space address: exact as a double). */
+static napi_value otel_header(napi_env env, napi_callback_info info) {
+  (void)info;
+  return number(env, (double)cl__otel_header());
+}
+
 /* otelEnable(): publishes the process context and turns the thread context on. */
 static napi_value otel_enable(napi_env env, napi_callback_info info) {
   (void)info;
@@ -448,6 +455,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"otelSlot", NULL, otel_slot_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnabled", NULL, otel_enabled_buffer, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelEnable", NULL, otel_enable, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"otelHeader", NULL, otel_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetResource", NULL, otel_set_resource, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelKeyIndex", NULL, otel_key_index, NULL, NULL, NULL, napi_enumerable, NULL},
       {"otelSetLayout", NULL, otel_set_layout, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -24,12 +24,21 @@
 
 #include <stdint.h>
 
+/* Laid out byte for byte as @datadog/pprof 5.20.0 lays out its
+ * otel_thread_ctx_nodejs_v1 (its dd_pprof.node builds for Node 22 to 26,
+ * x86-64 and aarch64, glibc and musl: a 32-byte .tbss symbol whose TLS
+ * initialiser stores the record slot offset as one 32-bit word at offset
+ * 20, so bytes 21..23 stay zero), which datadog-agent's Node.js reader
+ * (pkg/security/ebpf/c/include/helpers/span_nodejs.h
+ * @49ccc1640ea078678b6b2eed0f51d83d2f9cd2f1, otel_nodejs_record_ptr) takes
+ * the record at: record = *(store - 1 + record_slot_offset). */
 typedef struct {
-  void *cped_slot;          /* the isolate's CPED slot: written last, cleared first */
-  void *als_handle;         /* a V8 handle slot, as custom_labels_als_handle is */
+  void *cped_slot;            /* the isolate's CPED slot: written last, cleared first */
+  void *als_handle;           /* a V8 handle slot, as custom_labels_als_handle is */
   int32_t als_identity_hash;
-  int32_t reserved;
-  uintptr_t undefined_addr; /* the tagged word of undefined */
+  uint8_t record_slot_offset; /* internal field 0 of a store: 24 on Node 22, 32 from Node 23; 0 until the companion runs */
+  uint8_t reserved[3];        /* zero */
+  uintptr_t undefined_addr;   /* the tagged word of undefined */
 } cl_otel_nodejs_v1_t;
 
 typedef struct {

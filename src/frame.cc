@@ -156,6 +156,8 @@ static_assert(kTaggedSize == 8 && kJSMapTableOffset == 0x18 && kOrderedHashMapHe
               "customlabels-v8: V8's JSMap or OrderedHashMap layout is not the one readers walk");
 static_assert(kField0 == (V8_MAJOR_VERSION >= 13 ? 32 : 24),
               "customlabels-v8: internal field 0 is not where readers of this V8 look for it");
+// otel_thread_ctx_nodejs_v1's record_slot_offset is one byte.
+static_assert(kField0 > 0 && kField0 < 256, "customlabels-v8: internal field 0 does not fit record_slot_offset");
 }  // namespace layout
 
 // A Parca record (Parca Agent's layout, not V8's): 24 bytes zero, the set's
@@ -372,7 +374,12 @@ void Cleanup(void* arg) {
   FrameEnv* env = static_cast<FrameEnv*>(arg);
   ClearOtelGate(env->tls);
   ClearLabelsGate(env->tls);
-  *env->tls.otel_nodejs = {};
+  // Everything but record_slot_offset, which, as @datadog/pprof 5.20.0's
+  // ResetDiscoveryStruct does, stays: it describes the thread's V8, not
+  // what was published.
+  env->tls.otel_nodejs->als_handle = nullptr;
+  env->tls.otel_nodejs->als_identity_hash = 0;
+  env->tls.otel_nodejs->undefined_addr = 0;
   *env->tls.als_identity_hash = 0;
   env->als.Reset();
   env->otel_als.Reset();
@@ -426,6 +433,7 @@ void StoreOtelAls(const FunctionCallbackInfo<Value>& args) {
   tls.otel_nodejs->als_handle = SlotOf(&env->otel_als);
   tls.otel_nodejs->als_identity_hash = als->GetIdentityHash();
   tls.otel_nodejs->undefined_addr = UndefinedAddress(isolate);
+  tls.otel_nodejs->record_slot_offset = layout::kField0;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   *static_cast<void* volatile*>(&tls.otel_nodejs->cped_slot) =
       reinterpret_cast<char*>(isolate) + layout::kCpedOffset;
@@ -1010,6 +1018,13 @@ NODE_MODULE_INIT(/* exports, module, context */) {
     isolate->ThrowException(v8::Exception::Error(String::NewFromUtf8(isolate, why.c_str()).ToLocalChecked()));
     return;
   }
+  // Where a reader finds the record in an OpenTelemetry store: internal
+  // field 0, checked just above against the V8 that runs.  Written once per
+  // thread as @datadog/pprof 5.20.0's TLS initialiser writes it (its
+  // dd_pprof.node, _ZTH25otel_thread_ctx_nodejs_v1: a 32-bit store of 24 on
+  // Node 22, 32 from Node 23, at offset 20), before any gate opens; the
+  // gate, cped_slot, stays closed until enableThreadContext().
+  tls.otel_nodejs->record_slot_offset = layout::kField0;
   // Freed by Cleanup when the environment ends.
   FrameEnv* env = new FrameEnv();
   env->tls = tls;

@@ -28,6 +28,11 @@ extern __thread void *otel_thread_ctx_v1;
 /* Address of the calling thread's otel_thread_ctx_v1, for JavaScript. */
 void **cl__otel_slot(void);
 
+/* The address of this process's OTEL_CTX mapping as this module published
+ * it (its header), or 0 before the first publication: what tells it apart
+ * from another writer's mapping of that name (lib/othercontext.js). */
+uintptr_t cl__otel_header(void);
+
 /* ---- Process context (OTEP 4719), src/process_ctx.c ---- */
 
 /* The value of threadlocal.schema_version: the record layout above. */

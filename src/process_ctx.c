@@ -429,6 +429,13 @@ static bool same(const string_t *s, const void *bytes, size_t len) {
   return s->len == len && (len == 0 || memcmp(s->bytes, bytes, len) == 0);
 }
 
+uintptr_t cl__otel_header(void) {
+  pthread_mutex_lock(&lock);
+  uintptr_t address = ctx == NULL ? 0 : (uintptr_t)ctx->header;
+  pthread_mutex_unlock(&lock);
+  return address;
+}
+
 int cl_otel_v1_enable(void) {
   pthread_mutex_lock(&lock);
   state_t *s = state();

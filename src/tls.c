@@ -28,6 +28,7 @@
  * design) read them at TP + descriptor[1] on both architectures, which is
  * right for a module in static TLS.
  */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "companion.h"
@@ -36,6 +37,9 @@
 
 _Static_assert(CL_TLS_SLOT == 8 && CL_TLS_COPY_FIRST == 16, "the assembly below lays out the block");
 _Static_assert(sizeof(cl_otel_nodejs_v1_t) == 32, "otel_thread_ctx_nodejs_v1 is 32 bytes");
+_Static_assert(offsetof(cl_otel_nodejs_v1_t, als_identity_hash) == 16 && offsetof(cl_otel_nodejs_v1_t, record_slot_offset) == 20 &&
+                   offsetof(cl_otel_nodejs_v1_t, undefined_addr) == 24,
+               "otel_thread_ctx_nodejs_v1 is laid out as @datadog/pprof 5.20.0 lays it out");
 
 /* "%" for section and symbol types: "@" starts a comment on some ports, and
  * the GNU assembler takes "%" on every ELF target. */

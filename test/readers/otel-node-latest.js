@@ -40,9 +40,11 @@ const ORDERED_HASH_MAP_HEADER_SIZE = 16n;
 const MAX_RECORD = 640;
 const MAX_CHAIN = 64;
 
-// Internal field 0 of an API object, for Node major `major`.
+// Internal field 0 of an API object, for Node major `major`: 24 on Node 22,
+// 32 from Node 23 (@datadog/pprof 5.20.0's dd_pprof.node for ABI 131, Node
+// 23, already stores and checks 32).
 function recordSlotOffset(major) {
-  return major >= 24 ? 32 : 24;
+  return major >= 23 ? 32 : 24;
 }
 
 // The thread-pointer offset of `file`'s otel_thread_ctx_nodejs_v1, from its
@@ -82,7 +84,9 @@ function attributesOf(data) {
 
 // One sample of the thread at `tp`, reading `file`'s discovery struct:
 // { outcome } and, for outcome 'record', traceId, spanId, flags (byte 25)
-// and attributes.
+// and attributes.  `major` null: the record slot offset is byte 20 of the
+// discovery struct, where @datadog/pprof 5.20.0 writes it and the released
+// readers (datadog-agent's span_nodejs.h) take it from.
 function sample({ pid, mem, tp }, file, major) {
   const offset = discover(pid, mem, file);
   if (offset === null) return { outcome: 'no discovery symbol' };
@@ -123,7 +127,9 @@ function sample({ pid, mem, tp }, file, major) {
     if (value === null) return { outcome: 'not in this frame' };
     if (value === undef) return { outcome: 'detached' };
     if (!isHeapObject(value)) return { outcome: 'the value is no object' };
-    const record = u64(value - 1n + BigInt(recordSlotOffset(major)));
+    const slot = major === null ? s[20] : recordSlotOffset(major);
+    if (slot === 0) return { outcome: 'no record slot offset' };
+    const record = u64(value - 1n + BigInt(slot));
     if (record === 0n) return { outcome: 'no record' };
     const h = mem.read(record, 28);
     if (h[24] !== 1) return { outcome: 'not valid' };
@@ -151,4 +157,20 @@ function insideSelf(tp, file, major) {
   }
 }
 
-module.exports = { sample, insideSelf, discover, recordSlotOffset, attributesOf };
+// The 32 bytes of `file`'s otel_thread_ctx_nodejs_v1 for the thread at
+// `tp`, as hex, or null where the file has none.
+function structOf({ pid, mem, tp }, file) {
+  const offset = discover(pid, mem, file);
+  return offset === null ? null : mem.read(BigInt.asUintN(64, tp + offset), 32).toString('hex');
+}
+
+function structInside(tp, file) {
+  const mem = memory.inside();
+  try {
+    return structOf({ pid: process.pid, mem, tp }, file);
+  } finally {
+    mem.close();
+  }
+}
+
+module.exports = { sample, insideSelf, discover, recordSlotOffset, attributesOf, structOf, structInside };

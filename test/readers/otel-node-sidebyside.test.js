@@ -40,12 +40,25 @@ function named(read, keyMap) {
   return { traceId, spanId, flags, attributes: Object.fromEntries(read.attributes.map(([i, v]) => [keyMap[i], v])) };
 }
 
-// Both writers read alike, and as the thread set them.
+// Both writers read alike, and as the thread set them; in-process also by
+// the reader that takes the record slot offset from byte 20 of each
+// writer's discovery struct, as the released readers do.
 function assertSame(t, where, reads, keyMap) {
   const dd = named(reads.dd, keyMap);
   const ours = named(reads.ours, keyMap);
   assert.deepEqual(dd, EXPECTED[t], `${t} ${where}: @datadog/pprof's writer`);
   assert.deepEqual(ours, dd, `${t} ${where}: customlabels beside @datadog/pprof`);
+  if (!('ddByte20' in reads)) return;
+  assert.deepEqual(named(reads.ddByte20, keyMap), EXPECTED[t], `${t} ${where}: @datadog/pprof's writer, offset from byte 20`);
+  assert.deepEqual(named(reads.oursByte20, keyMap), EXPECTED[t], `${t} ${where}: customlabels, offset from byte 20`);
+}
+
+// The dynamic symbol `name` of `file`: { size, type }.
+function dynamicSymbol(file, name) {
+  const elf = require('./support/elf');
+  const f = elf.open(file);
+  for (const sym of elf.symbols(f, '.dynsym')) if (sym.name === name) return { size: Number(sym.size), type: sym.info & 0xf };
+  return null;
 }
 
 describe(`readers: the OpenTelemetry Node.js walk of the design's later text over customlabels and @datadog/pprof 5.20.0, side by side, on Node ${process.versions.node}, ${process.arch}`, function () {
@@ -76,6 +89,44 @@ describe(`readers: the OpenTelemetry Node.js walk of the design's later text ove
     for (const t of ['main', 'worker']) {
       const { reads, keyMap } = out.threads[t];
       for (const hop of ['sync', 'await', 'immediate', 'timer']) assertSame(t, hop, reads[hop], keyMap);
+    }
+  });
+
+  it('otel_thread_ctx_nodejs_v1 is laid out byte for byte as @datadog/pprof 5.20.0 lays it out, in the main thread and a worker', function () {
+    const r = spawnSync(process.execPath, [...process.execArgv, FIXTURE, tp, 'inside'],
+      { encoding: 'utf8', cwd: ROOT, timeout: 60000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame' } });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    if (out.mode !== 'frame') needs.feature(this, 'customlabels-v8', `frame mode did not run (publishMode ${out.mode}): ${out.why}`);
+    const elf = require('./support/elf');
+    const symbols = { ours: dynamicSymbol(out.files.ours, 'otel_thread_ctx_nodejs_v1'), dd: dynamicSymbol(out.files.dd, 'otel_thread_ctx_nodejs_v1') };
+    assert.deepEqual(symbols.ours, { size: 32, type: elf.STT_TLS });
+    assert.deepEqual(symbols.ours, symbols.dd);
+    // 24 on Node 22, 32 from Node 23: what @datadog/pprof 5.20.0 writes.
+    const slot = MAJOR >= 23 ? 32 : 24;
+    for (const t of ['main', 'worker']) {
+      const b = { ours: Buffer.from(out.threads[t].structs.ours, 'hex'), dd: Buffer.from(out.threads[t].structs.dd, 'hex') };
+      const fields = (x) => ({
+        cpedSlot: x.readBigUInt64LE(0), alsHandle: x.readBigUInt64LE(8), hash: x.readInt32LE(16),
+        recordSlotOffset: x[20], reserved: x.subarray(21, 24).toString('hex'), undefinedAddr: x.readBigUInt64LE(24),
+      });
+      const ours = fields(b.ours);
+      const dd = fields(b.dd);
+      assert.equal(b.ours.length, 32, t);
+      // One thread, one isolate: the CPED slot and undefined are the same words.
+      assert.notEqual(dd.cpedSlot, 0n, `${t}: @datadog/pprof's gate is open`);
+      assert.equal(ours.cpedSlot, dd.cpedSlot, `${t}: cped_slot`);
+      assert.equal(ours.undefinedAddr, dd.undefinedAddr, `${t}: undefined_addr`);
+      assert.equal(dd.recordSlotOffset, slot, `${t}: @datadog/pprof's record_slot_offset`);
+      assert.equal(ours.recordSlotOffset, dd.recordSlotOffset, `${t}: record_slot_offset`);
+      assert.equal(ours.reserved, '000000', `${t}: bytes 21..23`);
+      assert.equal(dd.reserved, '000000', `${t}: @datadog/pprof's bytes 21..23`);
+      // Each writer's own AsyncLocalStorage: a handle slot and a hash each.
+      for (const x of [ours, dd]) {
+        assert.notEqual(x.alsHandle, 0n, t);
+        assert.notEqual(x.hash, 0, t);
+      }
+      assert.notEqual(ours.alsHandle, dd.alsHandle, t);
     }
   });
 

@@ -19,6 +19,18 @@
 //   - the value equal to undefined_addr: detached;
 //   - the record pointer at value - 1 + js_object_record_offset; NULL: none;
 //   - the 28-byte OTEP 4947 header; valid must be 1.
+// Where the discovery struct's byte 20 is not zero, the record is taken at
+// that offset in the store, as the released readers take it
+// (DataDog/datadog-agent pkg/security/ebpf/c/include/helpers/span_nodejs.h
+// @49ccc1640ea078678b6b2eed0f51d83d2f9cd2f1, otel_nodejs_record_ptr:
+// record = *(untag(value) + record_slot_offset), the offset read from the
+// thread-local; @datadog/pprof 5.20.0 writes it there, and so does this
+// package in frame mode); else at the caller's offset.  The bounds are
+// those of the same file: the bucket count a Smi, a power of two, 1 to
+// 1024; an entry index below element count + deleted count (both Smis,
+// not negative), at most twice the bucket count; at most 4 entries of a
+// chain followed; `undefined` in the CPED slot or as the value: no
+// context; valid 1.
 // The caller passes the four layout constants: the later text fixes them
 // (test/readers/otel-node-sidebyside.test.js passes field 0 at V8's offset
 // for the Node it reads); the earlier text read them from the process
@@ -35,6 +47,8 @@ const memory = require('./support/memory');
 
 const SYMBOL = 'otel_thread_ctx_nodejs_v1';
 const NODE = /.*\/customlabels\.node/; // the files this emulation looks in
+const MAX_BUCKETS = 1024;
+const MAX_CHAIN = 4;
 
 // The thread pointer offset of the struct, from the first mapped file that
 // has its TLSDESC relocation.
@@ -86,22 +100,31 @@ function sample({ pid, mem, tp }, layout, options = {}) {
     const nb = u64(counts + 16n);
     if ((nb & 0xffffffffn) !== 0n) return { outcome: 'bucket count is not a Smi' };
     const buckets = Number(nb >> 32n);
-    if (buckets <= 0 || (buckets & (buckets - 1))) return { outcome: 'bucket count is not a power of two' };
+    if (buckets <= 0 || buckets > MAX_BUCKETS || (buckets & (buckets - 1))) return { outcome: 'bucket count is not a power of two up to 1024' };
+    const elements = u64(counts);
+    const deleted = u64(counts + 8n);
+    if ((elements & 0xffffffffn) !== 0n || (deleted & 0xffffffffn) !== 0n) return { outcome: 'element counts are not Smis' };
+    const used = Number(BigInt.asIntN(64, elements) >> 32n) + Number(BigInt.asIntN(64, deleted) >> 32n);
+    if (used < 0 || Number(BigInt.asIntN(64, elements) >> 32n) < 0) return { outcome: 'element counts are negative' };
+    const entries = Math.min(used, 2 * buckets);
     const first = counts + 24n;
     const key = u64(alsHandle);
     let idx = Number(BigInt.asIntN(64, u64(first + 8n * BigInt(hash & (buckets - 1)))) >> 32n);
     let value = null;
-    for (let tries = 0; idx >= 0 && tries < 64; tries++) {
+    for (let tries = 0; tries < MAX_CHAIN; tries++) {
+      if (idx < 0 || idx >= entries) break;
       const e = mem.read(first + 8n * BigInt(buckets) + 24n * BigInt(idx), 24);
       if (e.readBigUInt64LE(0) === key) {
         value = e.readBigUInt64LE(8);
         break;
       }
-      idx = Number(BigInt.asIntN(64, e.readBigUInt64LE(16)) >> 32n);
+      const next = e.readBigUInt64LE(16);
+      idx = (next & 0xffffffffn) === 0n ? Number(BigInt.asIntN(64, next) >> 32n) : -1;
     }
     if (value === null) return { outcome: 'not in this frame' };
     if (value === undef) return { outcome: 'detached' };
-    const record = u64(value - 1n + BigInt(layout.jsObjectRecordOffset));
+    const recordSlotOffset = s[20] !== 0 ? s[20] : layout.jsObjectRecordOffset;
+    const record = u64(value - 1n + BigInt(recordSlotOffset));
     if (record === 0n) return { outcome: 'no record' };
     const h = mem.read(record, 28);
     if (h[24] !== 1) return { outcome: 'not valid' };
@@ -110,7 +133,7 @@ function sample({ pid, mem, tp }, layout, options = {}) {
     const bytes = mem.read(record, 28 + read.attrsSize);
     // Internal field 0 of the same store (Parca's record), when asked.
     const field0 = options.field0Offset === undefined ? undefined : Number(u64(value - 1n + BigInt(options.field0Offset)));
-    return { ...read, bytes: bytes.toString('hex'), attributes: attributesOf(bytes.subarray(28)), store: `0x${value.toString(16)}`, field0 };
+    return { ...read, recordSlotOffset, bytes: bytes.toString('hex'), attributes: attributesOf(bytes.subarray(28)), store: `0x${value.toString(16)}`, field0 };
   } catch (err) {
     return { outcome: `failed: ${err.message}` };
   }

@@ -102,6 +102,8 @@ describe('readers: the OpenTelemetry thread context in frame mode (Node.js walk,
       assert.equal(r.layoutSource, 'process context', t);
       for (const [hop, s] of Object.entries(r.inside.hops)) {
         assert.equal(s.outcome, 'record', `${t} after ${hop}`);
+        // Taken from byte 20 of otel_thread_ctx_nodejs_v1, as the released readers take it.
+        assert.equal(s.recordSlotOffset, r.inside.layoutFromCompanion.otelRecordFieldOffset, `${t} after ${hop}`);
         assert.equal(s.traceId, `4bf92f3577b34da6a3ce929d0e0e47${TRACE[t]}`, `${t} after ${hop}`);
         assert.equal(s.spanId, `00f067aa0ba902${TRACE[t]}`, `${t} after ${hop}`);
       }

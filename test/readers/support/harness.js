@@ -9,11 +9,12 @@
 //   - "inside": by the target itself over /proc/self/mem, with thread
 //     pointers from the CPU (test/fixtures/tp_addon.c): the path that runs
 //     under qemu-user, where ptrace and process_vm_readv do not exist.
-// Three targets per path: "plain" (labels only, as a user who turned nothing
+// Four targets per path: "plain" (labels only, as a user who turned nothing
 // on), "otel" (enableThreadContext() with a resource, and spans through
-// customlabels/otel) and "frame" (labels only, the package started with
+// customlabels/otel), "frame" (labels only, the package started with
 // CUSTOMLABELS_PUBLISH=frame, and this Node's flags, so that Node 22 runs
-// it with --experimental-async-context-frame where the suite does).
+// it with --experimental-async-context-frame where the suite does) and
+// "frame-otel" (frame mode with what "otel" turns on).
 
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -30,8 +31,8 @@ const readerFiles = (names) => names.map((n) => path.join(__dirname, '..', `${n}
 // The readers each kind of target is read with: the ABI's and the
 // OpenTelemetry formats' in hooks mode; in frame mode also the walks of
 // V8's AsyncContextFrame.
-const READERS = readerFiles(['parca', 'otel-process-context', 'otel-thread-context']);
-const FRAME_READERS = readerFiles(['parca', 'parca-node', 'otel-node']);
+const READERS = readerFiles(['parca', 'otel-process-context', 'otel-thread-context', 'datadog-process-context', 'datadog-thread-context']);
+const FRAME_READERS = readerFiles(['parca', 'parca-node', 'otel-node', 'datadog-process-context', 'datadog-thread-context']);
 const MAJOR = Number(process.versions.node.split('.')[0]);
 const SUPPORTED = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
 
@@ -225,9 +226,10 @@ async function doRun(kind) {
   if (kind === 'otel') Object.assign(options, { threadContext: RESOURCE, spans: true });
   let env = {};
   let execArgv = [];
-  if (kind === 'frame') {
+  if (kind === 'frame' || kind === 'frame-otel') {
     if (MAJOR < 22) return { skip: { feature: 'Node 22+', reason: 'frame mode needs AsyncContextFrame (Node 22 with --experimental-async-context-frame, or 24+)' } };
     Object.assign(options, { publish: 'frame', readers: FRAME_READERS });
+    if (kind === 'frame-otel') Object.assign(options, { threadContext: RESOURCE, spans: true });
     env = { CUSTOMLABELS_PUBLISH: 'frame' };
     execArgv = process.execArgv;
   }
