@@ -20,7 +20,7 @@
 // --baseline  a git commit or ref (default HEAD~1); printed with its hash
 // --node      a major version (.cache/node/<major>) or a path (default: this Node)
 // --cases     of: setImmediate, nextTick, await, timers, switch, withLabels,
-//             runInAsyncScope (default: all)
+//             newSet, runInAsyncScope (default: all)
 // --reps      runs per count, each with its own V8 hash and random seed
 //             (1, 2, ...; default 3)
 // --mode      CUSTOMLABELS_PUBLISH for the package (default hooks)
@@ -34,6 +34,9 @@
 //   switch           two flows whose setImmediate chains alternate, so every
 //                    hop changes the published set
 //   withLabels       withLabels(the same labels, a function) called in a loop
+//   newSet           withLabels(labels of a new set, a function) in a loop:
+//                    a route, and a user and a trace id made as strings
+//                    each time, as a service makes them from a request
 //   runInAsyncScope  an AsyncResource made under other labels, run in a loop
 //
 // Needs valgrind (Debian: apt-get install valgrind) and git.
@@ -53,6 +56,7 @@ const COUNTS = {
   timers: [300, 1300],
   switch: [20000, 70000],
   withLabels: [20000, 70000],
+  newSet: [20000, 70000],
   runInAsyncScope: [20000, 70000],
 };
 
@@ -83,6 +87,13 @@ async function child(name, n) {
     withLabels: () => {
       const fn = () => 1;
       for (let i = 0; i < n; i++) withLabels(labels, fn);
+    },
+    newSet: () => {
+      const fn = () => 1;
+      for (let i = 0; i < n; i++) {
+        const traceparent = `00-${(0x10000000 + i).toString(16).padStart(32, '0')}-00f067aa0ba902b7-01`;
+        withLabels({ route: '/bench', user: `user-${i % 1000}`, trace: traceparent.slice(3, 35) }, fn);
+      }
     },
     runInAsyncScope: () => withLabels({ caller: 'yes' }, () => {
       const { AsyncResource } = require('node:async_hooks');
