@@ -213,11 +213,22 @@ function run(set, fn, prior) {
   // records turned on, whose set gets its OpenTelemetry store by entering
   // it again (withLabels() with the labels the flow has already).
   if (set === (prior === undefined ? EMPTY : prior) && !(early && set.store !== null && recordLacking())) return fn();
-  if (!enterSet(set)) return runUnpublished(set, fn);
+  // Until records are on, a set's store is there to enter: nothing to
+  // write, nothing that can fail but enterWith itself, which throws where
+  // AsyncLocalStorage.run would (the caller's stack).  enterSet's guard
+  // costs some 250 instructions a call (bench/instructions.js withLabels,
+  // frame mode, Node.js 24), so it is left to the sets with records.
+  if (otelOn || recordsOn()) {
+    if (!enterSet(set)) return runUnpublished(set, fn);
+  } else {
+    storage.enterWith(set.store === null ? undefined : set.store);
+  }
   try {
     return fn();
   } finally {
-    if (failed || !enterSet(prior)) enterUnpublished(prior === undefined ? EMPTY : prior);
+    if (failed) enterUnpublished(prior === undefined ? EMPTY : prior);
+    else if (!otelOn) storage.enterWith(prior === undefined || prior.store === null ? undefined : prior.store);
+    else if (!enterSet(prior)) enterUnpublished(prior === undefined ? EMPTY : prior);
   }
 }
 
