@@ -286,6 +286,12 @@ describe('customlabels/register', function () {
       const service = await startService('fastify', { env: { CUSTOMLABELS_PUBLISH: 'frame' } });
       await check(service, CASES.fastify());
     });
+
+    it('in frame mode, with the OpenTelemetry SDK', async function () {
+      needs.frameMode(this);
+      const service = await startService('express', { otel: true, env: { CUSTOMLABELS_PUBLISH: 'frame' } });
+      await check(service, CASES.express());
+    });
   });
 
   describe('entry points', function () {
