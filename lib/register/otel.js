@@ -97,28 +97,32 @@ function withSpans(manager) {
 const RPC_METADATA = Symbol.for('OpenTelemetry SDK Context Key RPC_METADATA');
 const RPC_HTTP = 'http'; // RPCType.HTTP of @opentelemetry/core 1.x and 2.x
 
-// The RPC metadata objects whose route is followed.
-const followed = new WeakSet();
+// A followed RPC metadata object keeps its route under this key, behind
+// one getter and setter shared by all of them (so they share their hidden
+// class, and the instrumentations' reads of `route` stay monomorphic); the
+// key also says that it is followed.
+const ROUTE = Symbol('customlabels.register.rpcRoute');
+const routeAccessor = {
+  get() {
+    return this[ROUTE];
+  },
+  set(value) {
+    this[ROUTE] = value;
+    const onRoute = options.onRoute;
+    if (onRoute !== null) onRoute(value);
+  },
+  enumerable: true,
+  configurable: true,
+};
 
-function follow(meta, onRoute) {
-  if (followed.has(meta)) return;
-  followed.add(meta);
+function follow(meta) {
+  if (ROUTE in meta) return;
   const d = Object.getOwnPropertyDescriptor(meta, 'route');
   // Somebody else's accessor, or a fixed property: left as it is.
   if (d !== undefined && (!('value' in d) || !d.writable || !d.configurable)) return;
   if (!Object.isExtensible(meta)) return;
-  let route = d === undefined ? undefined : d.value;
-  Object.defineProperty(meta, 'route', {
-    get() {
-      return route;
-    },
-    set(value) {
-      route = value;
-      onRoute(value);
-    },
-    enumerable: true,
-    configurable: true,
-  });
+  Object.defineProperty(meta, ROUTE, { value: d === undefined ? undefined : d.value, writable: true, enumerable: false, configurable: true });
+  Object.defineProperty(meta, 'route', routeAccessor);
 }
 
 // A context manager that, as it enters a context (with, attach), follows
@@ -126,14 +130,14 @@ function follow(meta, onRoute) {
 // Only the metadata of the context entered last is compared at no cost:
 // the contexts of one request share it.
 const routeManagers = new WeakSet();
-function withRoutes(inner, onRoute) {
+function withRoutes(inner) {
   let last;
   const see = (ctx) => {
     if (ctx === null || typeof ctx !== 'object' || typeof ctx.getValue !== 'function') return;
     const meta = ctx.getValue(RPC_METADATA);
     if (meta === last) return;
     last = meta;
-    if (meta !== null && typeof meta === 'object' && meta.type === RPC_HTTP) follow(meta, onRoute);
+    if (meta !== null && typeof meta === 'object' && meta.type === RPC_HTTP) follow(meta);
   };
   const manager = {
     active: () => inner.active(),
@@ -172,7 +176,7 @@ function wrap(manager) {
   if (options.spans) wrapped = withSpans(wrapped);
   if (options.onRoute !== null) {
     try {
-      wrapped = withRoutes(wrapped, options.onRoute);
+      wrapped = withRoutes(wrapped);
     } catch {
       // the manager as it was: no route from OpenTelemetry
     }
