@@ -33,6 +33,12 @@
 //     by being in the stack of the route the router is dispatching
 //     (`req.route`, lib/route.js line 121); the patterns of the routers it
 //     is mounted under are prefixed.
+//   - Where the OpenTelemetry SDK runs: the `route` of the request's RPC
+//     metadata, which instrumentation-http turns into the server span's
+//     `http.route` as the response closes; the framework instrumentations
+//     (instrumentation-express, @fastify/otel, ...) or the application
+//     assign it as they route, and it is labelled as it is assigned
+//     (lib/register/otel.js tells how it is seen).
 // - `trace_id` and `span_id`, where the OpenTelemetry SDK runs: the context
 //   manager the SDK registers is wrapped with customlabels/otel's
 //   spanLabels() as it is registered (lib/register/otel.js).
@@ -51,6 +57,7 @@ const dc = require('node:diagnostics_channel');
 const customlabels = require('./index');
 const { warnOnce } = require('./warnings');
 const { parse } = require('./register/config');
+const { LIMITS, utf8Length } = require('./checks');
 
 // Once per thread, whether it is loaded by --require and --import both, or
 // from two copies of the package.
@@ -65,6 +72,35 @@ function start() {
 }
 
 const OUR_ROUTE = Symbol('customlabels.register.route');
+
+// A route as a label value: at most maxValueBytes bytes of UTF-8, cut at a
+// character boundary (a lone surrogate counts as the 3 bytes of U+FFFD, as
+// it is written), since a longer value would be refused.
+function clip(s) {
+  const max = LIMITS.maxValueBytes;
+  if (s.length <= max / 3 || utf8Length(s, max) <= max) return s;
+  let bytes = 0;
+  let end = 0;
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    const n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    if (bytes + n > max) break;
+    bytes += n;
+    end += ch.length;
+  }
+  return s.slice(0, end);
+}
+
+// The routes this module has labelled, so that a route it finds in the
+// labels is told from one the application set itself, whichever source
+// (framework channel or OpenTelemetry) labelled it.  Patterns are few; past
+// the bound a new one is still labelled, and if found later it is taken
+// for the application's and left (the safe side).
+const ROUTES_KEPT = 4096;
+const ourRoutes = new Set();
+function remember(pattern) {
+  if (ourRoutes.size < ROUTES_KEPT) ourRoutes.add(pattern);
+}
 
 function install({ method, route, trace, fixed }) {
   const { enterLabels, getLabels } = customlabels;
@@ -126,10 +162,12 @@ function install({ method, route, trace, fixed }) {
   if (route) {
     // The application's own route label stays: one is there, and it is not
     // the one this module entered for the request.
-    const enterRoute = (req, pattern) => {
+    const enterRoute = (req, raw) => {
+      const pattern = clip(raw);
       const here = getLabels().route;
-      if (here === pattern || (here !== undefined && here !== req[OUR_ROUTE])) return;
+      if (here === pattern || (here !== undefined && here !== req[OUR_ROUTE] && !ourRoutes.has(here))) return;
       req[OUR_ROUTE] = pattern;
+      remember(pattern);
       enterLabels({ route: pattern });
     };
 
@@ -139,7 +177,11 @@ function install({ method, route, trace, fixed }) {
           if (!stopped) {
             try {
               const url = request.routeOptions.url;
-              if (typeof url === 'string') enterLabels({ route: url });
+              if (typeof url === 'string') {
+                const pattern = clip(url);
+                remember(pattern);
+                enterLabels({ route: pattern });
+              }
             } catch (err) {
               fail('labelling a Fastify route', err);
             }
@@ -168,7 +210,26 @@ function install({ method, route, trace, fixed }) {
     });
   }
 
-  if (trace) require('./register/otel').wrapGlobalContextManager();
+  // The route of the request's RPC metadata, as it is assigned, where it
+  // is running: a string labels it (a route the application labelled
+  // itself stays), anything else removes the route this module labelled.
+  function onOtelRoute(value) {
+    if (stopped) return;
+    try {
+      const pattern = typeof value === 'string' && value !== '' ? clip(value) : null;
+      const here = getLabels().route;
+      if (here === pattern || (here === undefined && pattern === null)) return;
+      if (here !== undefined && !ourRoutes.has(here)) return;
+      if (pattern !== null) remember(pattern);
+      enterLabels({ route: pattern });
+    } catch (err) {
+      fail('labelling a route from OpenTelemetry', err);
+    }
+  }
+
+  if (trace || route) {
+    require('./register/otel').wrapGlobalContextManager({ spans: trace, onRoute: route ? onOtelRoute : null });
+  }
 }
 
 // Express: the patterns of the routers (and other middleware) mounted on a

@@ -23,6 +23,7 @@ const { killAll, startFixture } = require('./helpers/children');
 const root = path.join(__dirname, '..');
 const DUMP = path.join(root, 'build', 'Release', 'customlabels-dump');
 const APP = path.join(__dirname, 'fixtures', 'register', 'app.js');
+const OTEL_SDK = path.join(__dirname, 'fixtures', 'register', 'otel-sdk.js');
 
 // A directory whose node_modules/customlabels is this checkout, for
 // NODE_OPTIONS to name the package as an application's would.
@@ -95,20 +96,26 @@ class Service {
   }
 }
 
-async function startService(kind, { worker = false, env = {} } = {}) {
+// `otel`: the service also starts the OpenTelemetry Node SDK
+// (fixtures/register/otel-sdk.js), exporting nothing.
+async function startService(kind, { worker = false, otel = false, env = {} } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'customlabels-register-holds-'));
   const args = [APP, kind, ...(worker ? ['worker'] : [])];
+  const sdk = otel ? ` --require ${OTEL_SDK}` : '';
   const { child, out } = await startFixture(process.execPath, args, {
     cwd: appHome(),
     env: {
-      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require customlabels/register`.trim(),
-      REGISTER_DIR: dir, CUSTOMLABELS_AUTO: '', CUSTOMLABELS_AUTO_LABELS: '', ...env,
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require customlabels/register${sdk}`.trim(),
+      REGISTER_DIR: dir, CUSTOMLABELS_AUTO: '', CUSTOMLABELS_AUTO_LABELS: '',
+      REGISTER_OTEL: otel ? '1' : '', OTEL_TRACES_EXPORTER: 'none', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none',
+      ...env,
     },
   });
   const [, , port] = /^ready (\d+) (\d+)$/m.exec(out);
   const service = new Service(child, dir);
   service.port = Number(port);
   service.mode = env.CUSTOMLABELS_PUBLISH === 'frame' ? 'frame' : 'hooks';
+  service.otel = otel;
   return service;
 }
 
@@ -140,7 +147,9 @@ function request(port, agent, method, url) {
 // checkpoint of each request reads the process from outside: the thread
 // that runs the handler must publish exactly that request's labels (`pre`
 // at the checkpoint before routing).  Then, every request answered, no
-// thread publishes anything.
+// thread publishes anything.  With the OpenTelemetry SDK, the labels also
+// hold the trace_id and span_id of the span the handler sees active there,
+// and each request is its own trace.
 async function check(service, requests, { agents = 4 } = {}) {
   const pool = Array.from({ length: agents }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
   const expected = new Map();
@@ -151,15 +160,25 @@ async function check(service, requests, { agents = 4 } = {}) {
     const sep = r.path.includes('?') ? '&' : '?';
     return request(service.port, pool[i % agents], r.method, `${r.path}${sep}hold=${id}`);
   });
+  const traces = new Map(); // request id -> its trace id
   try {
     for (let seen = 0; seen < expected.size; seen++) {
-      const { hold, tid } = await service.nextHold();
+      const { hold, tid, span } = await service.nextHold();
       assert.ok(expected.has(hold), `an unexpected checkpoint ${hold}`);
+      let want = expected.get(hold);
+      if (service.otel) {
+        assert.ok(Array.isArray(span), `checkpoint ${hold}: no active span`);
+        want = { ...want, trace_id: span[0], span_id: span[1] };
+        const id = hold.slice(0, hold.indexOf('.'));
+        assert.equal(traces.get(id) ?? span[0], span[0], `checkpoint ${hold}: another trace than at the request's other checkpoints`);
+        traces.set(id, span[0]);
+      }
       const threads = dump(service.pid);
       assert.ok(threads.has(tid), `customlabels-dump did not list thread ${tid}`);
-      assert.deepEqual(threads.get(tid), expected.get(hold), `checkpoint ${hold}: ${JSON.stringify(requests[Number(hold.slice(1, hold.indexOf('.')))])}`);
+      assert.deepEqual(threads.get(tid), want, `checkpoint ${hold}: ${JSON.stringify(requests[Number(hold.slice(1, hold.indexOf('.')))])}`);
       service.release(hold);
     }
+    if (service.otel) assert.equal(new Set(traces.values()).size, requests.length, 'a trace shared by two requests');
     for (const status of await Promise.all(answers)) assert.ok(status < 500, `status ${status}`);
   } finally {
     for (const agent of pool) agent.destroy();
@@ -226,6 +245,31 @@ describe('customlabels/register', function () {
       }
     }
 
+    // With the OpenTelemetry SDK and its instrumentations: the same
+    // labels, the route where an instrumentation or the application gives
+    // it (the plain server routes /users/N itself), and the span each
+    // handler sees active.
+    const OTEL_CASES = {
+      plain: () => CASES.plain().map((r) => (r.path.startsWith('/users/') ? { ...r, labels: { ...r.labels, route: '/users/:id' } } : r)),
+      express: CASES.express,
+      fastify: CASES.fastify,
+    };
+    for (const kind of Object.keys(OTEL_CASES)) {
+      for (const worker of kind === 'express' ? [false, true] : [false]) {
+        it(`with the OpenTelemetry SDK, ${kind}${worker ? ', in a worker thread' : ''}: each request its own method, route, trace_id and span_id`, async function () {
+          const service = await startService(kind, { worker, otel: true });
+          await check(service, OTEL_CASES[kind]());
+        });
+      }
+    }
+
+    it('with the OpenTelemetry SDK, CUSTOMLABELS_AUTO=route: the route from OpenTelemetry, no span labels', async function () {
+      const service = await startService('plain', { otel: true, env: { CUSTOMLABELS_AUTO: 'route' } });
+      // check() adds the span's ids: compare without them.
+      service.otel = false;
+      await check(service, [GET('/users/1', { route: '/users/:id' }), POST('/other', null), GET('/users/2', { route: '/users/:id' })]);
+    });
+
     it('fixed labels from CUSTOMLABELS_AUTO_LABELS, and only the labels CUSTOMLABELS_AUTO names', async function () {
       const service = await startService('express', {
         env: { CUSTOMLABELS_AUTO: 'route', CUSTOMLABELS_AUTO_LABELS: 'service=checkout,deployment=blue' },
@@ -241,6 +285,12 @@ describe('customlabels/register', function () {
       needs.frameMode(this);
       const service = await startService('fastify', { env: { CUSTOMLABELS_PUBLISH: 'frame' } });
       await check(service, CASES.fastify());
+    });
+
+    it('in frame mode, with the OpenTelemetry SDK', async function () {
+      needs.frameMode(this);
+      const service = await startService('express', { otel: true, env: { CUSTOMLABELS_PUBLISH: 'frame' } });
+      await check(service, CASES.express());
     });
   });
 
