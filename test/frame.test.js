@@ -9,6 +9,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const needs = require('./helpers/needs');
+const { emulated } = require('./helpers/emulation');
 
 const ROOT = path.join(__dirname, '..');
 const MAJOR = Number(process.versions.node.split('.')[0]);
@@ -19,9 +20,13 @@ const API_FILES = ['api', 'async', 'otel', 'workers', 'errors'].map((f) => path.
 
 // A child of this Node with this process's flags (AsyncContextFrame may be
 // turned on by a flag here rather than by NODE_OPTIONS).
+// Under qemu-user a child that reads its own memory thousands of times
+// takes several times as long.
+const CHILD_TIMEOUT = emulated ? 360000 : 120000;
+
 function node(code, env = {}, args = []) {
   const r = spawnSync(process.execPath, [...process.execArgv, ...args, '-e', code], {
-    cwd: ROOT, encoding: 'utf8', timeout: 120000, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame', ...env },
+    cwd: ROOT, encoding: 'utf8', timeout: CHILD_TIMEOUT, env: { ...process.env, CUSTOMLABELS_PUBLISH: 'frame', ...env },
   });
   return r;
 }
@@ -35,7 +40,7 @@ function probe() {
 }
 
 describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
-  this.timeout(180000);
+  this.timeout(CHILD_TIMEOUT + 60000);
   let frameRuns = false;
 
   before(function () {
