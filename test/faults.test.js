@@ -10,6 +10,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const needs = require('./helpers/needs');
+const { skipUnderEmulation } = require('./helpers/emulation');
 const { usesAsyncContextFrame } = require('../lib/platform');
 
 const CHILD = path.join(__dirname, 'fixtures', 'fault-child.js');
@@ -113,8 +114,16 @@ describe('an internal step that fails, in frame mode', function () {
     ['companion:otelStore', { FAULT_OTEL: '1' }, writing, false],
     ['companion:otelStore:5', { FAULT_OTEL: '1' }, writing, true],
   ];
+  // Under qemu-user (the arm64 suite) one call of each kind stands for the
+  // rest: a call as frame mode starts, one while a set is written, one
+  // while a record is; what catches them is JavaScript, the same on every
+  // architecture, and x86-64 runs every case.
+  const UNDER_EMULATION = new Set(['companion:cped', 'companion:put', 'companion:chunk:1', 'companion:otelStore']);
   for (const [fault, env, cause, older] of cases) {
     it(`${fault.replace('companion:', "the companion's ").replace(/:(\d+)$/, ' after $1 calls')}${env.FAULT_OTEL ? ', thread context on' : ''}`, function () {
+      if (!UNDER_EMULATION.has(fault)) {
+        skipUnderEmulation(this, 'one companion call of each kind stands for the others (x86-64 runs every case)');
+      }
       const r = run(fault, { ...frame, ...env });
       assert.ok(r.calls > 0, 'the call that fails was made');
       contained(r, 'CUSTOMLABELS_FAULT', cause, { older });
