@@ -331,30 +331,38 @@ function run(set, fn, prior) {
   if (mechanism === null) enable();
   const entered = set !== prior; // AsyncLocalStorage.run skips an unchanged store too
   const previous = installed;
-  if (entered) enterWith(set);
-  if (set !== previous) install(set);
   try {
+    if (entered) enterWith(set);
+    if (set !== previous) install(set);
     return fn();
   } finally {
+    // An enterWith above that threw (on a stack at its limit) left
+    // following paused: this one resumes it.
     if (entered) enterWith(prior);
     if (installed !== previous) install(previous);
   }
 }
 
+// No try/finally here: in this small function, called twice by every run,
+// it cost more than the rest of following does, and moved where samples
+// of a set that changes every microsecond land (test/dump-churn.test.js).
+// run() resumes following in its finally, enter() in its catch.
 function enterWith(set) {
   paused = true;
-  try {
-    storage.enterWith(set);
-  } finally {
-    paused = failed;
-  }
+  storage.enterWith(set);
+  paused = failed;
 }
 
 // Makes `set` current for the rest of this synchronous execution and the
 // async work it starts.
 function enter(set) {
   if (mechanism === null) enable();
-  enterWith(set);
+  try {
+    enterWith(set);
+  } catch (err) {
+    paused = failed;
+    throw err;
+  }
   if (set !== installed) install(set);
 }
 
