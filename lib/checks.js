@@ -142,4 +142,22 @@ function setLabel(object, key, value) {
   }
 }
 
-module.exports = { setLabel, LIMITS, describe, quote, isPlainObject, utf8Length, checkFunction, checkKey, checkStrings };
+// `s` cut to at most `max` bytes of UTF-8 at a character boundary (a lone
+// surrogate counts as the 3 bytes of U+FFFD, as customlabels writes it):
+// for values the package makes itself (a span's name, a route), which it
+// shortens rather than have a set refused.
+function clipValue(s, max = LIMITS.maxValueBytes) {
+  if (s.length <= max / 3 || utf8Length(s, max) <= max) return s;
+  let bytes = 0;
+  let end = 0;
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    const n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    if (bytes + n > max) break;
+    bytes += n;
+    end += ch.length;
+  }
+  return s.slice(0, end);
+}
+
+module.exports = { setLabel, LIMITS, describe, quote, isPlainObject, utf8Length, clipValue, checkFunction, checkKey, checkStrings };

@@ -57,7 +57,7 @@ const dc = require('node:diagnostics_channel');
 const customlabels = require('./index');
 const { warnOnce } = require('./warnings');
 const { parse } = require('./register/config');
-const { LIMITS, utf8Length } = require('./checks');
+const { clipValue } = require('./checks');
 
 // Once per thread, whether it is loaded by --require and --import both, or
 // from two copies of the package.
@@ -72,24 +72,6 @@ function start() {
 }
 
 const OUR_ROUTE = Symbol('customlabels.register.route');
-
-// A route as a label value: at most maxValueBytes bytes of UTF-8, cut at a
-// character boundary (a lone surrogate counts as the 3 bytes of U+FFFD, as
-// it is written), since a longer value would be refused.
-function clip(s) {
-  const max = LIMITS.maxValueBytes;
-  if (s.length <= max / 3 || utf8Length(s, max) <= max) return s;
-  let bytes = 0;
-  let end = 0;
-  for (const ch of s) {
-    const cp = ch.codePointAt(0);
-    const n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-    if (bytes + n > max) break;
-    bytes += n;
-    end += ch.length;
-  }
-  return s.slice(0, end);
-}
 
 // The routes this module has labelled, so that a route it finds in the
 // labels is told from one the application set itself, whichever source
@@ -163,7 +145,7 @@ function install({ method, route, trace, fixed }) {
     // The application's own route label stays: one is there, and it is not
     // the one this module entered for the request.
     const enterRoute = (req, raw) => {
-      const pattern = clip(raw);
+      const pattern = clipValue(raw);
       const here = getLabels().route;
       if (here === pattern || (here !== undefined && here !== req[OUR_ROUTE] && !ourRoutes.has(here))) return;
       req[OUR_ROUTE] = pattern;
@@ -178,7 +160,7 @@ function install({ method, route, trace, fixed }) {
             try {
               const url = request.routeOptions.url;
               if (typeof url === 'string') {
-                const pattern = clip(url);
+                const pattern = clipValue(url);
                 remember(pattern);
                 enterLabels({ route: pattern });
               }
@@ -216,7 +198,7 @@ function install({ method, route, trace, fixed }) {
   function onOtelRoute(value) {
     if (stopped) return;
     try {
-      const pattern = typeof value === 'string' && value !== '' ? clip(value) : null;
+      const pattern = typeof value === 'string' && value !== '' ? clipValue(value) : null;
       const here = getLabels().route;
       if (here === pattern || (here === undefined && pattern === null)) return;
       if (here !== undefined && !ourRoutes.has(here)) return;

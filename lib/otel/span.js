@@ -12,7 +12,7 @@
 
 const { trace, isSpanContextValid } = require('@opentelemetry/api');
 const customlabels = require('../index');
-const { setLabel, utf8Length } = require('../checks');
+const { setLabel, clipValue } = require('../checks');
 
 // The labels, their option names (lib/otel.js) and default keys.  `on`:
 // set unless the options turn it off.
@@ -130,23 +130,6 @@ class LocalRoots {
 // ---------------------------------------------------------------------------
 // A span's entry: its labels and its record header.
 
-// At most maxValueBytes bytes of UTF-8, cut at a character boundary (a lone
-// surrogate counts as the 3 bytes of U+FFFD, as customlabels writes it).
-function clip(s) {
-  const max = limits.maxValueBytes;
-  if (utf8Length(s, max) <= max) return s;
-  let bytes = 0;
-  let end = 0;
-  for (const ch of s) {
-    const cp = ch.codePointAt(0);
-    const n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-    if (bytes + n > max) break;
-    bytes += n;
-    end += ch.length;
-  }
-  return s.slice(0, end);
-}
-
 // The span entries of one spanLabels manager (the inner manager it wraps
 // tells where a span is first entered, for its local root).
 class SpanEntries {
@@ -221,7 +204,7 @@ class SpanEntries {
     if (keys.traceId !== null) setLabel(labels, keys.traceId, traceId);
     if (keys.spanId !== null) setLabel(labels, keys.spanId, spanId);
     if (keys.localRootSpanId !== null) setLabel(labels, keys.localRootSpanId, this.#roots.of(span, sc));
-    if (keys.spanName !== null) setLabel(labels, keys.spanName, typeof span.name === 'string' ? clip(span.name) : null);
+    if (keys.spanName !== null) setLabel(labels, keys.spanName, typeof span.name === 'string' ? clipValue(span.name, limits.maxValueBytes) : null);
     // The record's header carries the ids; the labels that repeat them are
     // left out of its attributes (lib/record.js).
     const flags = typeof sc.traceFlags === 'number' ? sc.traceFlags & 0xff : 0;
