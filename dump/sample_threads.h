@@ -27,6 +27,7 @@ typedef struct {
   bool have_node; /* its Node.js threadId is known */
   uint64_t node_id;
   bool failing; /* its last sample could not be read even stopped (sample.c) */
+  unsigned stopped_next; /* samples still to be read stopped straight away (sample.c) */
 } cld_sampled_thread_t;
 
 /* Owned by the sampler: cld_sampled_init allocates, cld_sampled_free frees. */
