@@ -17,18 +17,31 @@ const { getEnvironmentData, setEnvironmentData, threadId, isMainThread } = requi
 const { conflict } = require('./copies');
 const { unsupported, missingHooks, mappedFiles, refused, permissionFlag } = require('./platform');
 const { LIMITS } = require('./checks');
+const { LAYOUT: ABI } = require('./layout');
 
-// What the addon must agree on with lib/: the ABI's layout (lib/setbytes.js
-// writes it from this LAYOUT, for both modes), the alignment of every block
-// (lib/hooks/encode.js), and the OTEP 4947 record header that
-// lib/record.js writes field by field.  The sizes lib/ takes from the addon
-// (the arena's, the record's largest) are checked against each other and
-// the label limits in layoutMismatch().  `binding`: the functions lib/
-// calls on the addon (src/internal.h CL_BINDING_VERSION).
+// What the addon must agree on with lib/: the ABI's layout as lib/layout.js
+// describes it (lib/setbytes.js writes it, for both modes; the addon's
+// structs are checked against the same numbers when it is built), the
+// alignment of every block (lib/hooks/encode.js), and the OTEP 4947 record
+// header that lib/record.js writes field by field.  A binary built from
+// other sources disagrees here.  The sizes lib/ takes from the addon (the
+// arena's, the record's largest) are checked against each other and the
+// label limits in layoutMismatch().  `binding`: the functions lib/ calls
+// on the addon (src/internal.h CL_BINDING_VERSION).
 const LAYOUT = {
-  binding: 3, pointerSize: 8, setSize: 24, setStorage: 0, setCount: 8, setCapacity: 16,
-  labelSize: 32, labelKey: 0, labelValue: 16, stringLen: 0, stringBuf: 8,
-  align: 8, otelRecordHeader: 28,
+  binding: 3,
+  pointerSize: ABI.pointerBytes,
+  setSize: ABI.set.bytes,
+  setStorage: ABI.set.storage,
+  setCount: ABI.set.count,
+  setCapacity: ABI.set.capacity,
+  labelSize: ABI.label.bytes,
+  labelKey: ABI.label.key,
+  labelValue: ABI.label.value,
+  stringLen: ABI.string.len,
+  stringBuf: ABI.string.buf,
+  align: ABI.align,
+  otelRecordHeader: 28,
 };
 
 const ROOT = path.join(__dirname, '..');

@@ -8,18 +8,20 @@
 // the limits.  All of them run before anything is written or published
 // (docs/design.md: bad input changes nothing).
 
+const { LAYOUT } = require('./layout');
+
 const hasOwn = Object.prototype.hasOwnProperty;
 const getPrototypeOf = Object.getPrototypeOf;
 const ObjectPrototype = Object.prototype;
 const functionToString = Function.prototype.toString;
 
-// What a label set may hold, chosen so that what a caller sets is exactly
-// what the common eBPF reader (the OpenTelemetry eBPF profiler, and Parca
-// Agent built on it) reports: it looks at the first 10 entries of a set and
-// keeps 25 bytes of a key and 53 bytes of a value.
+// What a label set may hold (lib/layout.js), chosen so that what a caller
+// sets is exactly what the common eBPF reader (the OpenTelemetry eBPF
+// profiler, and Parca Agent built on it) reports: it looks at the first 10
+// entries of a set and keeps 25 bytes of a key and 53 bytes of a value.
 // Larger sets are refused rather than silently cut.  The same limits keep an
-// OTEP 4947 record within its 640 bytes (lib/record.js checks it).
-const LIMITS = Object.freeze({ maxLabels: 10, maxKeyBytes: 25, maxValueBytes: 53 });
+// OTEP 4947 record within its 640 bytes (lib/addon.js checks it).
+const LIMITS = LAYOUT.limits;
 const MAX_KEY = LIMITS.maxKeyBytes;
 const MAX_VALUE = LIMITS.maxValueBytes;
 

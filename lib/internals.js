@@ -51,6 +51,16 @@ module.exports = {
   get companion() {
     return require('./addon').loadCompanion();
   },
+  // Frame mode's set writer (lib/frame/sets.js), once frame mode started in
+  // this thread: writeWith('native' | 'javascript', kv) writes a set by
+  // one writer; chunkState().
+  get frameSets() {
+    return require('./frame/sets');
+  },
+  // The layouts and limits (lib/layout.js).
+  get layout() {
+    return require('./layout').LAYOUT;
+  },
   // derive(parent, labels, who): making sets without running anything in
   // them (the mode's EMPTY is context.EMPTY).
   get labelset() {

@@ -1,35 +1,45 @@
 'use strict';
-// The bytes of a Custom Label ABI v1 label set, written from JavaScript:
-// the one place in lib/ that knows the layout, which it takes from
-// lib/addon.js's LAYOUT (checked there against the addon's own).  Both
+// The bytes of a Custom Label ABI v1 label set and of Parca Agent's record,
+// written from JavaScript where lib/layout.js puts every field.  Both
 // modes write their sets with it: hooks mode into the thread's arena
 // (lib/hooks/encode.js), frame mode into chunks the GC owns
-// (lib/frame/sets.js).  Each is handed memory (a Uint32Array over it) and
-// the address of its byte 0 as two 32-bit halves, and writes there;
-// nothing here holds memory or a set.
+// (lib/frame/sets.js), which also writes each set's Parca record here.
+// The other writer of these bytes is frame mode's put() in the companion
+// (src/frame.cc), the common set in one native call: docs/design.md says
+// why it pays; test/layout.test.js compares its bytes with these.  Each
+// function is handed memory (a Uint32Array over it) and the address of its
+// byte 0 as two 32-bit halves, and writes there; nothing here holds memory
+// or a set.
 //
-//   set (setSize bytes):       storage, count, capacity: 64-bit each
-//   labels (labelSize each):   key {len, buf}, value {len, buf}
+//   set (set.bytes):           storage, count, capacity: 64-bit each
+//   labels (label.bytes each): key {len, buf}, value {len, buf}
+//   Parca record (parca.bytes): zero, the set's address at parca.set, the
+//                              token at parca.token
 //
 // Also here, as both modes' writers use them: the test of a set that is
 // within the limits by its length in characters, and the arrays that say
 // where the set being written put its values, for its OTEP 4947 record to
 // copy (lib/record.js).
 
-const { LAYOUT } = require('./addon');
-const { LIMITS } = require('./checks');
+const { LAYOUT } = require('./layout');
 
-const SET_SIZE = LAYOUT.setSize;
-const LABEL_SIZE = LAYOUT.labelSize;
+const LIMITS = LAYOUT.limits;
+const SET_SIZE = LAYOUT.set.bytes;
+const LABEL_SIZE = LAYOUT.label.bytes;
+const PARCA_SIZE = LAYOUT.parca.bytes;
 // Field positions in 32-bit words: every field is a little-endian 64-bit
 // length or pointer, written as its low and high halves.
-const SET_STORAGE = LAYOUT.setStorage >> 2;
-const SET_COUNT = LAYOUT.setCount >> 2;
-const SET_CAPACITY = LAYOUT.setCapacity >> 2;
-const KEY = LAYOUT.labelKey >> 2;
-const VALUE = LAYOUT.labelValue >> 2;
-const LEN = LAYOUT.stringLen >> 2;
-const BUF = LAYOUT.stringBuf >> 2;
+const SET_STORAGE = LAYOUT.set.storage >> 2;
+const SET_COUNT = LAYOUT.set.count >> 2;
+const SET_CAPACITY = LAYOUT.set.capacity >> 2;
+const KEY = LAYOUT.label.key >> 2;
+const VALUE = LAYOUT.label.value >> 2;
+const LEN = LAYOUT.string.len >> 2;
+const BUF = LAYOUT.string.buf >> 2;
+const PARCA_SET = LAYOUT.parca.set >> 2;
+const PARCA_TOKEN = LAYOUT.parca.token >> 2;
+const TOKEN_LOW = LAYOUT.parca.tokenLow;
+const TOKEN_HIGH = LAYOUT.parca.tokenHigh;
 // The limits in bytes, as limits in characters: a string within them in
 // characters is within them in bytes when it is ASCII, which the writers
 // find out as they copy it.
@@ -72,6 +82,17 @@ function putSet(words, at, storageLow, high, n) {
   words[h + SET_COUNT + 1] = 0;
   words[h + SET_CAPACITY] = n;
   words[h + SET_CAPACITY + 1] = 0;
+}
+
+// The Parca record at byte `at`, for the set at address (setLow, high):
+// its zero bytes (memory is not zeroed), the set's address, the token.
+// Written after the set, which it points at.
+function putParcaRecord(words, at, setLow, high) {
+  const r = at >> 2;
+  for (let w = 0; w < PARCA_SET; w++) words[r + w] = 0;
+  putPointer(words, r + PARCA_SET, setLow, high);
+  words[r + PARCA_TOKEN] = TOKEN_LOW;
+  words[r + PARCA_TOKEN + 1] = TOKEN_HIGH;
 }
 
 // Whether a set's [key, value, ...] is within the limits by its length in
@@ -122,6 +143,6 @@ function byPosition(lookup) {
 }
 
 module.exports = {
-  SET_SIZE, LABEL_SIZE, valueAt, valueLength,
-  putPointer, putLabel, putSet, putAscii, withinLimitsInChars, byPosition,
+  SET_SIZE, LABEL_SIZE, PARCA_SIZE, valueAt, valueLength,
+  putPointer, putLabel, putSet, putParcaRecord, putAscii, withinLimitsInChars, byPosition,
 };

@@ -83,6 +83,7 @@
 extern "C" {
 #include "companion.h"
 #include "customlabels.h"
+#include "layout.h"
 }
 
 #define CL_EXPORT __attribute__((visibility("default")))
@@ -160,13 +161,34 @@ static_assert(kField0 == (V8_MAJOR_VERSION >= 13 ? 32 : 24),
 static_assert(kField0 > 0 && kField0 < 256, "customlabels-v8: internal field 0 does not fit record_slot_offset");
 }  // namespace layout
 
-// A Parca record (Parca Agent's layout, not V8's): 24 bytes zero, the set's
-// address at +24, the token at +32.
-constexpr uint32_t kRecord = 40;
-constexpr uint32_t kRecordSet = 24;
-constexpr uint32_t kRecordToken = 32;
-constexpr uint64_t kToken = 0xEC9EB507FB5D7903ull;
+// A Parca record (Parca Agent's layout, not V8's): zero up to the set's
+// address, then the token (lib/layout.js, through src/layout.h).
+constexpr uint32_t kRecord = CL_PARCA_BYTES;
+constexpr uint32_t kRecordSet = CL_PARCA_SET;
+constexpr uint32_t kRecordToken = CL_PARCA_TOKEN;
+constexpr uint64_t kToken = CL_PARCA_TOKEN_VALUE;
 static_assert(kRecordToken + sizeof kToken == kRecord && kRecordSet + sizeof(void*) == kRecordToken);
+
+// put() writes a set by copying custom_labels_labelset_t and
+// custom_labels_label_t (src/customlabels.h) into the chunk: they must be
+// the layout lib/setbytes.js writes from JavaScript (test/layout.test.js
+// compares the bytes of the two writers).
+static_assert(sizeof(void*) == CL_POINTER_BYTES, "lib/layout.js: pointer size");
+static_assert(sizeof(custom_labels_labelset_t) == CL_SET_BYTES &&
+                  offsetof(custom_labels_labelset_t, storage) == CL_SET_STORAGE &&
+                  offsetof(custom_labels_labelset_t, count) == CL_SET_COUNT &&
+                  offsetof(custom_labels_labelset_t, capacity) == CL_SET_CAPACITY,
+              "lib/layout.js: the set");
+static_assert(sizeof(custom_labels_label_t) == CL_LABEL_BYTES && offsetof(custom_labels_label_t, key) == CL_LABEL_KEY &&
+                  offsetof(custom_labels_label_t, value) == CL_LABEL_VALUE,
+              "lib/layout.js: the label");
+static_assert(sizeof(custom_labels_string_t) == CL_STRING_BYTES &&
+                  offsetof(custom_labels_string_t, len) == CL_STRING_LEN &&
+                  offsetof(custom_labels_string_t, buf) == CL_STRING_BUF,
+              "lib/layout.js: the string");
+// Sets and records are placed at multiples of CL_ALIGN in a chunk.
+static_assert(kRecord % CL_ALIGN == 0 && CL_SET_BYTES % CL_ALIGN == 0 && CL_LABEL_BYTES % CL_ALIGN == 0,
+              "lib/layout.js: blocks keep their alignment");
 
 extern "C" {
 // What a reader needs to walk from the CPED slot to a set, for the Node
@@ -235,8 +257,8 @@ struct Group {
 // the store template, the model OpenTelemetry stores are copied from (made
 // at the first), and the calling thread's thread-locals in the main addon.
 // Owned by the environment; freed by its cleanup hook.
-// The most labels a set has (lib/checks.js LIMITS.maxLabels).
-constexpr uint32_t kMaxLabels = 10;
+// The most labels a set has (lib/layout.js limits.maxLabels).
+constexpr uint32_t kMaxLabels = CL_MAX_LABELS;
 
 // Where put() writes whole sets: the current chunk (JavaScript names it,
 // use()), and what put() remembers of the sets it wrote there, per label

@@ -9,7 +9,8 @@
  * this module is `cl__name`; a name other modules see (a dynamic symbol,
  * src/exports.map, or a value one returns, cl_status_t) is `cl_name`; a
  * helper used in one file is static and unprefixed.  Constants are
- * `CL_NAME` either way: many are mirrored by name in lib/addon.js LAYOUT.
+ * `CL_NAME` either way.  The ABI's layout and the limits of a set come from
+ * lib/layout.js, through src/layout.h; lib/addon.js checks the rest.
  *
  * State.  Per-environment state (a thread's arena, the mapping that names
  * it) belongs to src/addon.c's instance data.  What outlives an
@@ -35,6 +36,24 @@
 #include <stdint.h>
 
 #include "customlabels.h"
+#include "layout.h"
+
+/*
+ * The ABI's structs are what lib/layout.js says (src/layout.h is made from
+ * it): the JavaScript writers put every field where these say.
+ */
+_Static_assert(sizeof(void *) == CL_POINTER_BYTES, "lib/layout.js: pointer size");
+_Static_assert(sizeof(custom_labels_labelset_t) == CL_SET_BYTES &&
+                   offsetof(custom_labels_labelset_t, storage) == CL_SET_STORAGE &&
+                   offsetof(custom_labels_labelset_t, count) == CL_SET_COUNT &&
+                   offsetof(custom_labels_labelset_t, capacity) == CL_SET_CAPACITY,
+               "lib/layout.js: the set");
+_Static_assert(sizeof(custom_labels_label_t) == CL_LABEL_BYTES && offsetof(custom_labels_label_t, key) == CL_LABEL_KEY &&
+                   offsetof(custom_labels_label_t, value) == CL_LABEL_VALUE,
+               "lib/layout.js: the label");
+_Static_assert(sizeof(custom_labels_string_t) == CL_STRING_BYTES && offsetof(custom_labels_string_t, len) == CL_STRING_LEN &&
+                   offsetof(custom_labels_string_t, buf) == CL_STRING_BUF,
+               "lib/layout.js: the string");
 
 /*
  * The one set of status codes of the C side: 0 or a negative code, and
@@ -202,7 +221,6 @@ size_t cl__peers(cl__peer_cb emit, void *ctx);
 #define CL_ARENA_CHUNKS 16
 #define CL_ARENA_BYTES (CL_CHUNK_BYTES * CL_ARENA_CHUNKS)
 #define CL_KEY_AREA (CL_ARENA_BYTES - CL_CHUNK_BYTES) /* offset of the key area */
-#define CL_ALIGN 8
 
 typedef struct {
   unsigned char *base; /* NULL until cl__arena_map() */

@@ -56,13 +56,12 @@ _Static_assert(offsetof(cl_otel_ctx_header_t, payload) == 24, "payload is at 24"
 
 /*
  * The resource attributes' budget leaves room for the key map: with them at
- * CL_OTEL_MAX_RESOURCE_BYTES, a map of 256 keys of labels (lib/checks.js:
- * at most 25 bytes each, 4 bytes of tags and lengths around each) and the
+ * CL_OTEL_MAX_RESOURCE_BYTES, a map of 256 keys of labels (at most
+ * CL_MAX_KEY_BYTES each, 4 bytes of tags and lengths around each) and the
  * schema attribute still fit, so no label key is refused for want of room.
  */
-#define LABEL_KEY_BYTES 25
 #define LAYOUT_BYTES 256 /* the Node.js schema's four layout attributes take about 180 */
-_Static_assert(CL_OTEL_MAX_RESOURCE_BYTES + 16 + 64 + CL_OTEL_MAX_KEYS * (LABEL_KEY_BYTES + 4) + 64 +
+_Static_assert(CL_OTEL_MAX_RESOURCE_BYTES + 16 + 64 + CL_OTEL_MAX_KEYS * (CL_MAX_KEY_BYTES + 4) + 64 +
                        LAYOUT_BYTES <=
                    PAYLOAD_CAPACITY,
                "the resource budget leaves room for a full key map of label keys");

@@ -10,6 +10,7 @@
 //                      0xEC9EB507FB5D7903 at +32 (Parca Agent's layout)
 //   set (24 bytes):    storage, count, capacity (Custom Label ABI v1)
 //   entries (32 bytes each): key {len, buf}, value {len, buf}
+//   (lib/layout.js describes these; lib/setbytes.js writes them)
 //   bytes: a key once per chunk; a value unless it is that key's last value
 //          written in the chunk (labels such as a route repeat; a trace id
 //          does not)
@@ -42,15 +43,15 @@
 const { otelEnabled } = require('../addon');
 const { LIMITS } = require('../checks');
 const { LabelSet } = require('../labelset');
-const { SET_SIZE, LABEL_SIZE, valueAt, valueLength, putLabel, putSet, withinLimitsInChars } = require('../setbytes');
+const {
+  SET_SIZE, LABEL_SIZE, PARCA_SIZE, valueAt, valueLength, putLabel, putSet, putParcaRecord, withinLimitsInChars,
+} = require('../setbytes');
 const { recordBytes, writeRecord } = require('../record');
 
 const CHUNK = 16 * 1024;
-const RECORD = 40;
+const RECORD = PARCA_SIZE;
 const SET = SET_SIZE;
 const LABEL = LABEL_SIZE;
-const TOKEN_LO = 0xfb5d7903;
-const TOKEN_HI = 0xec9eb507;
 const POOL = 64; // store objects made per native call (fill)
 const TWO32 = 4294967296;
 
@@ -261,13 +262,7 @@ function tenure(store) {
     p = (writeRecord(tBytes, tU32, o, set, n, valueAt, valueLength) + 7) & ~7;
     otelAt = tBase + o;
   }
-  const r = at / 8;
-  writeWord(r, 0);
-  writeWord(r + 1, 0);
-  writeWord(r + 2, 0);
-  writeWord(r + 3, tBase + at + RECORD);
-  tU32[2 * r + 8] = TOKEN_LO;
-  tU32[2 * r + 9] = TOKEN_HI;
+  putParcaRecord(tU32, at, tLo + at + RECORD, tHi);
   tOff = p;
   tSets++;
   // The new record complete, the store points at it; then the set keeps
@@ -281,14 +276,6 @@ function tenure(store) {
     o.chunk = tBuf;
   }
   set.chunk = tBuf;
-}
-
-// Writes the 64-bit little-endian `v` (below 2^53) at word `w` of the
-// tenured chunk.
-function writeWord(w, v) {
-  const low = v % TWO32;
-  tU32[2 * w] = low;
-  tU32[2 * w + 1] = (v - low) / TWO32;
 }
 
 function refill() {
@@ -386,19 +373,9 @@ function write(set, ascii) {
   off = (p + 7) & ~7;
   const otel = records ? writeOtel(set, n) : 0;
   // The record last: the set is complete before anything points at it.
-  // Its first 24 bytes are written too: a chunk is not zeroed (Node 24
-  // and later).
-  const r = (poolAt + next * RECORD) >> 2;
-  u32[r] = 0;
-  u32[r + 1] = 0;
-  u32[r + 2] = 0;
-  u32[r + 3] = 0;
-  u32[r + 4] = 0;
-  u32[r + 5] = 0;
-  u32[r + 6] = lo + at;
-  u32[r + 7] = hi;
-  u32[r + 8] = TOKEN_LO;
-  u32[r + 9] = TOKEN_HI;
+  // Its zero bytes are written too: a chunk is not zeroed (Node 24 and
+  // later).
+  putParcaRecord(u32, poolAt + next * RECORD, lo + at, hi);
   // The store keeps the set, and the set its chunk (one property added to
   // the store object rather than two).
   const store = pool[next];
@@ -503,7 +480,8 @@ function call(kv, n) {
     case 3: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5]);
     case 4: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7]);
     case 5: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9]);
-    default: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9], kv[10], kv[11]);
+    case 6: return native.put(kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9], kv[10], kv[11]);
+    default: return native.put(...kv); // more than PUT_MAX: tests only (writeWith)
   }
 }
 
@@ -540,4 +518,18 @@ function chunkState() {
   return { chunk: buf, chunkBytes: CHUNK };
 }
 
-module.exports = { EMPTY, start, recordsOn, attach, wroteWithout, chunkState };
+// For tests (lib/internals.js): a set of the labels `kv` ([key, value,
+// ...], checked by the caller) written by one writer, the companion's put()
+// (`native`) or this file's write() (`javascript`), whatever the set;
+// undefined where put() declines it (a string not ASCII).  The set's store
+// object holds its record, so that a test can compare the two writers'
+// bytes (test/layout.test.js).
+function writeWith(writerName, kv) {
+  const set = new FrameSet(kv, null);
+  const n = kv.length >> 1;
+  if (writerName === 'native') return put(set, kv, n) ? set : undefined;
+  if (!write(set, withinLimitsInChars(kv))) write(set, false);
+  return set;
+}
+
+module.exports = { EMPTY, start, recordsOn, attach, wroteWithout, chunkState, writeWith };
