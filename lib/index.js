@@ -13,8 +13,8 @@
 // file loads only the chosen mode's files.  docs/development.md follows
 // withLabels through each mode.
 
-const { getEnvironmentData, setEnvironmentData } = require('node:worker_threads');
 const copies = require('./copies');
+const { warnPublish } = require('./advice');
 
 // What customlabels/otel uses beside the public API: withLabels and
 // enterLabels that also set the span of the thread-context record, and the
@@ -26,23 +26,8 @@ const INTERNAL = Symbol.for('customlabels.internal.v1');
 // Which mechanism publishes in this thread: 'hooks' or 'frame'.  The
 // operator's CUSTOMLABELS_PUBLISH is read once per thread, here; where frame
 // mode was asked for and cannot run, or the value is neither mode, one
-// warning per process says why, and hooks mode publishes.  Once per process
-// even where workers load the package before the main thread does, or
-// together: the addon keeps the word that says it was given (src/status.c).
-// Without the addon, worker environment data stands in: workers started
-// before the warning, or by a thread that never loaded the package, warn
-// again, as the missing addon's own warning does (lib/addon.js).
-const PUBLISH_WARNED = 'customlabels.publishWarned';
-
-function warnPublish(addon, message) {
-  if (addon.binding !== null) {
-    if (!addon.binding.claimPublishWarning()) return;
-  } else {
-    if (getEnvironmentData(PUBLISH_WARNED) === true) return;
-    setEnvironmentData(PUBLISH_WARNED, true);
-  }
-  process.emitWarning(message, { code: 'CUSTOMLABELS_PUBLISH' });
-}
+// warning per process says why (lib/advice.js warnPublish), and hooks mode
+// publishes.
 
 function chooseMode(addon) {
   // Unset where the runtime keeps the environment from the package (Deno
@@ -51,16 +36,16 @@ function chooseMode(addon) {
   const asked = require('./platform').envVar('CUSTOMLABELS_PUBLISH');
   if (asked === undefined || asked === '' || asked === 'hooks') return 'hooks';
   if (asked !== 'frame') {
-    warnPublish(addon, `CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);
+    warnPublish(addon.binding, `CUSTOMLABELS_PUBLISH=${asked} is neither hooks nor frame; customlabels publishes with hooks`);
     return 'hooks';
   }
   if (addon.binding === null) return 'hooks'; // nothing is published; lib/addon.js said why
   const frame = require('./frame/follow');
-  const { v8: companion, reason } = addon.loadCompanion();
+  const { v8: companion, reason } = require('./companion').loadCompanion();
   try {
     const why = frame.unavailable(companion, reason);
     if (why !== null) {
-      warnPublish(addon, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
+      warnPublish(addon.binding, `CUSTOMLABELS_PUBLISH=frame: frame mode cannot run: ${why}; customlabels publishes with hooks`);
       return 'hooks';
     }
     frame.start(companion);

@@ -49,7 +49,7 @@ module.exports = {
   },
   // Frame mode's companion for this thread: { v8, file, reason }.
   get companion() {
-    return require('./addon').loadCompanion();
+    return require('./companion').loadCompanion();
   },
   // Frame mode's set writer (lib/frame/sets.js), once frame mode started in
   // this thread: writeWith('native' | 'javascript', kv) writes a set by

@@ -19,7 +19,8 @@
 // later text's fixed 24 does not hold), so a reader that takes them walks
 // right, and one that ignores them loses nothing.
 
-const { binding, afterLoad } = require('./addon');
+const { binding } = require('./addon');
+const { afterLoad } = require('./peers');
 const { checkOtherContexts } = require('./othercontext');
 const { describe, quote, isPlainObject, utf8Length } = require('./checks');
 

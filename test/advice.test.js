@@ -85,7 +85,7 @@ describe('messages that name the fix', function () {
     }
 
     function companionReason(dir) {
-      const code = `process.stdout.write(JSON.stringify(require(${JSON.stringify(path.join(dir, 'lib', 'addon.js'))}).loadCompanion().reason))`;
+      const code = `process.stdout.write(JSON.stringify(require(${JSON.stringify(path.join(dir, 'lib', 'companion.js'))}).loadCompanion().reason))`;
       const r = node([], code);
       assert.equal(r.status, 0, r.stderr);
       return JSON.parse(r.stdout);
@@ -141,7 +141,7 @@ describe('messages that name the fix', function () {
       if (asNobody) {
         for (let d = dir; d !== path.dirname(tmp); d = path.dirname(d)) fs.chmodSync(d, 0o755);
       }
-      const code = `process.stdout.write(JSON.stringify(require(${JSON.stringify(path.join(dir, 'lib', 'addon.js'))}).loadCompanion().reason))`;
+      const code = `process.stdout.write(JSON.stringify(require(${JSON.stringify(path.join(dir, 'lib', 'companion.js'))}).loadCompanion().reason))`;
       const r = spawnSync(process.execPath, ['-e', code], {
         cwd: '/', encoding: 'utf8', timeout: 60000, ...(asNobody ? { uid: 65534, gid: 65534 } : {}),
       });
