@@ -30,7 +30,7 @@ const sets = require('./sets');
 const { fault, onFault } = require('../fault');
 const { warnOnce } = require('../warnings');
 
-const { EMPTY, recordsOn } = sets;
+const { EMPTY } = sets;
 
 // What frame mode calls on the companion (here and in frame-sets.js).
 const COMPANION_CALLS = ['cped', 'storeAls', 'storeOtelAls', 'chunk', 'otelStore', 'fill', 'move', 'retire', 'recordOf', 'live', 'putAscii', 'use', 'put'];
@@ -126,13 +126,13 @@ function start(v8) {
       'without its record for an instant. Labels alone are read as before.');
   }
   frameNow = typeof F === 'function' && typeof F.current === 'function' ? F.current : v8.cped;
-  useWriter(sets.start(v8, recordsTurnedOn));
+  useWriter(sets.start(v8));
 }
 
 const mapGet = Map.prototype.get;
 const mapSet = Map.prototype.set;
 
-// Records turned on in this thread (lib/frame/sets.js recordsOn): from now
+// Records turned on in this thread (recordsOn, below): from now
 // on each set made current puts its OpenTelemetry store in the frame beside
 // its store.  The frames made before hold the store only, and a set current
 // in one of them (an await, a timer, a bound callback, the caller's own
@@ -153,6 +153,15 @@ const mapSet = Map.prototype.set;
 function recordsTurnedOn() {
   otelOn = true;
   early = sets.wroteWithout();
+}
+
+// Whether records are on in this thread (lib/frame/sets.js recordsOn, which
+// the writer may have turned on first), noticing the first time they are.
+function recordsOn() {
+  if (otelOn) return true;
+  if (!sets.recordsOn()) return false;
+  recordsTurnedOn();
+  return true;
 }
 
 // Whether the current frame, which holds the store of a set (run() asks
@@ -227,7 +236,7 @@ function run(set, fn, prior) {
     return fn();
   } finally {
     if (failed) enterUnpublished(prior === undefined ? EMPTY : prior);
-    else if (!otelOn) storage.enterWith(prior === undefined || prior.store === null ? undefined : prior.store);
+    else if (!recordsOn()) storage.enterWith(prior === undefined || prior.store === null ? undefined : prior.store);
     else if (!enterSet(prior)) enterUnpublished(prior === undefined ? EMPTY : prior);
   }
 }

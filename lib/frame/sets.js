@@ -71,16 +71,15 @@ const EMPTY = new FrameSet([], null);
 
 // Whether this thread writes records: from the first time it asks after
 // any thread enabled the thread context (lib/addon.js otelEnabled), which
-// it does once per set written and once per set made current.  Turning on
-// runs `turnedOn` (lib/frame/follow.js), once.
+// it does once per set written and once per set made current
+// (lib/frame/follow.js asks through its own recordsOn, which notices the
+// change).
 let records = false;
-let turnedOn = null;
 
 function recordsOn() {
   if (records) return true;
   if (otelEnabled[0] === 0) return false;
   records = true;
-  if (turnedOn !== null) turnedOn();
   return true;
 }
 
@@ -503,12 +502,10 @@ const writer = {
 };
 
 // Starts writing this thread's sets with the companion `v8`; returns the
-// writer for lib/labelset.js (useWriter).  `onRecords` runs when records
-// turn on in this thread (recordsOn).
-function start(v8, onRecords) {
+// writer for lib/labelset.js (useWriter).
+function start(v8) {
   native = v8;
   cursor = v8.cursor;
-  turnedOn = onRecords;
   newChunk();
   return writer;
 }
