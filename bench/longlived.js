@@ -7,6 +7,17 @@
 // the ArrayBuffer memory and RSS, for the package in the given mode and for
 // AsyncLocalStorage alone (the baseline), one child process each; then
 // checks that every long-lived context still reads its own labels.
+// RSS is printed also less V8's new space (the young generation, committed):
+// V8 doubles it each time the bytes that survived scavenges since it last
+// grew pass its capacity, up to 64 MB committed here (node --trace-gc-nvp:
+// new_space_capacity, new_space_survived; Node 24 and 26), and keeps it
+// while the process allocates.  So whether a run ends just before or just
+// after a step moves RSS by 16 or 32 MB in any variant: AsyncLocalStorage
+// alone ends the default run at 32 or 64 MB of it on Node 24, and reaches
+// 64 MB on Node 26 with --long 10000.  Frame mode allocates more per flow
+// (a set, its labels and its store object), so it scavenges more often and
+// reaches each step sooner; the column less new space is what the package
+// itself keeps.
 //
 // Usage: node bench/longlived.js [--node 24 --node 26] [--long 5000]
 //        [--batch 200] [--variants als,frame,hooks]
@@ -64,9 +75,10 @@ async function child() {
     await new Promise((resolve) => setImmediate(resolve));
   }
   const m = process.memoryUsage();
+  const young = require('node:v8').getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
   let wrong = 0;
   for (let i = 0; i < LONG; i++) if (kept[i]() !== `conn-${i}`) wrong++;
-  console.log(JSON.stringify({ external: m.external, arrayBuffers: m.arrayBuffers, rss: m.rss, heapUsed: m.heapUsed, wrong, flows: sink }));
+  console.log(JSON.stringify({ external: m.external, arrayBuffers: m.arrayBuffers, rss: m.rss, newSpace: young === undefined ? 0 : young.physical_space_size, heapUsed: m.heapUsed, wrong, flows: sink }));
 }
 
 function main() {
@@ -95,12 +107,12 @@ function main() {
     }
     const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout.trim();
     console.log(`Node ${version}: ${long} long-lived contexts, ${batch} flows between two, after 3 collections (MB)`);
-    console.log('variant   external  (over als)  arrayBuffers       rss  (over als)  wrong');
+    console.log('variant   external  (over als)  arrayBuffers       rss  (over als)  new space  rss less it  (over als)  wrong');
     for (const v of Object.keys(rows)) {
       const r = rows[v];
       const b = rows.als;
       const over = (x, y) => (b ? (x - y >= 0 ? '+' : '') + ((x - y) / 1048576).toFixed(1) : '').padStart(10);
-      console.log(`${v.padEnd(8)} ${mb(r.external)}  ${over(r.external, b?.external)}  ${mb(r.arrayBuffers).padStart(12)}  ${mb(r.rss).padStart(8)}  ${over(r.rss, b?.rss)}  ${String(r.wrong).padStart(5)}`);
+      console.log(`${v.padEnd(8)} ${mb(r.external)}  ${over(r.external, b?.external)}  ${mb(r.arrayBuffers).padStart(12)}  ${mb(r.rss).padStart(8)}  ${over(r.rss, b?.rss)}  ${mb(r.newSpace).padStart(9)}  ${mb(r.rss - r.newSpace).padStart(11)}  ${over(r.rss - r.newSpace, b ? b.rss - b.newSpace : undefined)}  ${String(r.wrong).padStart(5)}`);
     }
   }
   if (failed) process.exitCode = 1;
