@@ -336,10 +336,11 @@ def watch(inferior, module):
             # starts or ends while it resumes them; the process stands
             # stopped, and continuing again resumes it (a store made
             # meanwhile still stops at the watchpoint).  Anything else, or
-            # the same 20 times in a row, is a finding.  (V8's compiler and
-            # GC helper threads start and end more often on a loaded
-            # machine, so what counts is aborts in a row, not in all.)
-            if state["exited"] is None and str(e) == "Command aborted." and aborted < 20:
+            # the same 500 times in a row, is a finding.  (V8's compiler
+            # and GC helper threads start and end more often on a loaded
+            # machine: 20 in a row were seen there, so what counts is
+            # aborts in a row, with room to spare.)
+            if state["exited"] is None and str(e) == "Command aborted." and aborted < 500:
                 aborted += 1
                 continue
             if state["exited"] is None:
