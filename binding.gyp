@@ -1,6 +1,6 @@
 {
   "variables": {
-    # Frame mode's companion (src/frame.cc) is built for the running Node
+    # Frame mode's companion (src/frame/) is built for the running Node
     # when it is 22 or later (NODE_MODULE_VERSION 127); scripts/prebuild.js
     # turns it off (npm_config_customlabels_v8=0) and builds it per major.
     "customlabels_v8%": 1
@@ -39,7 +39,8 @@
       "product_dir": "<(PRODUCT_DIR)/v8",
       "conditions": [
         ["OS=='linux' and target_arch in ('x64', 'arm64') and node_module_version >= 127 and customlabels_v8 == 1", {
-          "sources": ["src/frame.cc"],
+          "sources": ["src/frame/v8layout.cc", "src/frame/chunks.cc", "src/frame/writer.cc",
+                      "src/frame/publish.cc", "src/frame/module.cc"],
           "cflags_cc": ["-std=c++20", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-cast-function-type", "-fvisibility=hidden"],
           "cflags_cc!": ["-std=gnu++17", "-std=gnu++20", "-fno-exceptions"],

@@ -1,5 +1,5 @@
 'use strict';
-// The loader of frame mode's companion, customlabels-v8.node (src/frame.cc):
+// The loader of frame mode's companion, customlabels-v8.node (src/frame/):
 // V8's C++ API, so one build per Node ABI (process.versions.modules), loaded
 // only when frame mode is asked for.  Built from source by binding.gyp for
 // the Node that ran node-gyp (22 and later), or prebuilt by

@@ -7,7 +7,7 @@
 //   modes), checks.js enforces the limits, addon.js checks that the loaded
 //   addon agrees;
 // - src/: scripts/layout-header.js writes them into src/layout.h, which
-//   the addon (src/internal.h) and the companion (src/frame.cc, whose put()
+//   the addon (src/internal.h) and the companion (src/frame/, whose put()
 //   writes the common frame-mode set in C++) include and check their
 //   structs against with static assertions.  test/layout.test.js fails
 //   when src/layout.h is not what this file gives, and compares put()'s

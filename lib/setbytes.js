@@ -5,7 +5,7 @@
 // (lib/hooks/encode.js), frame mode into chunks the GC owns
 // (lib/frame/sets.js), which also writes each set's Parca record here.
 // The other writer of these bytes is frame mode's put() in the companion
-// (src/frame.cc), the common set in one native call: docs/design.md says
+// (src/frame/writer.cc), the common set in one native call: docs/design.md says
 // why it pays; test/layout.test.js compares its bytes with these.  Each
 // function is handed memory (a Uint32Array over it) and the address of its
 // byte 0 as two 32-bit halves, and writes there; nothing here holds memory

@@ -4,7 +4,7 @@
 //   prebuilds/linux-<arch>/customlabels.node   (Node-API 8: Node 20 to 26)
 //   prebuilds/linux-<arch>/customlabels-dump
 //   prebuilds/linux-<arch>/v8/customlabels-v8.abi<N>.node  (frame mode's companion,
-//                                             src/frame.cc, one per Node major; in a
+//                                             src/frame/, one per Node major; in a
 //                                             folder of its own, which node-gyp-build
 //                                             does not look into for the main addon)
 // with prebuildify, in a scratch copy of the sources so that the checkout's
@@ -137,7 +137,14 @@ function nodeHeaders(major, arch) {
   return include;
 }
 
-// The companion for `major` on `arch`: src/frame.cc against that major's
+// The companion's sources: every .cc file in src/frame (binding.gyp lists
+// them too; test/companion.test.js checks that it lists them all).
+function companionSources() {
+  const dir = path.join(ROOT, 'src', 'frame');
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.cc')).sort().map((f) => path.join(dir, f));
+}
+
+// The companion for `major` on `arch`: src/frame/ against that major's
 // headers, the same flags binding.gyp gives it, stripped.
 function buildCompanion(major, arch) {
   const include = nodeHeaders(major, arch);
@@ -150,7 +157,7 @@ function buildCompanion(major, arch) {
   const c = spawnSync(cxx, ['-std=c++20', '-O2', '-fPIC', '-shared', '-fvisibility=hidden',
     '-Wall', '-Wextra', '-Wno-unused-parameter', '-Wno-unused-variable', '-Wno-cast-function-type',
     '-DNODE_GYP_MODULE_NAME=customlabels_v8', '-DBUILDING_NODE_EXTENSION', '-D_GLIBCXX_USE_CXX11_ABI=1',
-    `-I${include}`, `-I${path.join(ROOT, 'src')}`, '-o', out, path.join(ROOT, 'src', 'frame.cc'),
+    `-I${include}`, '-o', out, ...companionSources(),
     '-Wl,--push-state,--no-as-needed', '-l:libdl.so.2', '-Wl,--pop-state'], { encoding: 'utf8' });
   if (c.status !== 0) fail(`${cxx} for Node ${major} (${arch}) failed:\n${c.stderr}`);
   if (spawnSync(strip, [out]).status !== 0) fail(`${strip} ${out} failed`);

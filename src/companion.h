@@ -1,6 +1,6 @@
 /*
  * The protocol between customlabels.node and frame mode's companion,
- * customlabels-v8.node (src/frame.cc).  The companion defines no
+ * customlabels-v8.node (src/frame/).  The companion defines no
  * thread-local of its own: a reader claims one file per process, the one
  * named customlabels.node with custom_labels_current_set, so every
  * thread-local it reads lives in the main addon's TLS block (src/tls.c).
@@ -17,7 +17,7 @@
  *     that AsyncLocalStorage (Parca Agent's names);
  *   otel_thread_ctx_nodejs_v1: the OpenTelemetry Node.js thread context's
  *     discovery struct, naming a second AsyncLocalStorage, whose stores
- *     hold OpenTelemetry records (src/frame.cc).
+ *     hold OpenTelemetry records (src/frame/publish.cc).
  */
 #ifndef CUSTOMLABELS_COMPANION_H
 #define CUSTOMLABELS_COMPANION_H

@@ -117,7 +117,8 @@ CL_EXPORT int cl_otel_v1_key_index(const char *key, size_t len, bool *first_refu
  * OpenTelemetry stores, where the design's later text and @datadog/pprof
  * 5.20.0 put it: 24 on Node.js 22, 32 from 24), V8's tagged size, the offset of a JSMap's table and the
  * size of an OrderedHashMap's header.  The companion takes them from the
- * V8 headers it was built against (custom_labels_v8_layout, src/frame.cc).
+ * V8 headers it was built against (custom_labels_v8_layout,
+ * src/frame/v8layout.h).
  */
 typedef struct {
   uint32_t js_object_record_offset;

@@ -1,5 +1,5 @@
 'use strict';
-// Frame mode's companion (customlabels-v8.node, src/frame.cc) on its own:
+// Frame mode's companion (customlabels-v8.node, src/frame/) on its own:
 // that every call it exports refuses wrong arguments with a TypeError or a
 // RangeError rather than letting V8 abort the process, that the layout it
 // gives readers is V8's, and that it does not build for a V8 whose layout
@@ -141,7 +141,7 @@ describe('frame mode\'s companion (customlabels-v8)', function () {
 
   describe('its build', function () {
     let include;
-    const FLAGS = ['-std=c++20', '-fsyntax-only', '-DNODE_GYP_MODULE_NAME=customlabels_v8', '-DBUILDING_NODE_EXTENSION'];
+    const FLAGS = ['-std=c++20', '-DNODE_GYP_MODULE_NAME=customlabels_v8', '-DBUILDING_NODE_EXTENSION'];
 
     before(function () {
       needs.platform(this);
@@ -153,10 +153,23 @@ describe('frame mode\'s companion (customlabels-v8)', function () {
       }
     });
 
-    function compile(defines) {
-      return spawnSync('g++', [...FLAGS, ...defines.map((d) => `-D${d}`), `-I${include}`, `-I${path.join(ROOT, 'src')}`,
-        path.join(ROOT, 'src', 'frame.cc')], { encoding: 'utf8', timeout: 120000 });
+    // Every file of the companion, as scripts/prebuild.js builds it.
+    const SOURCES = fs.readdirSync(path.join(ROOT, 'src', 'frame')).filter((f) => f.endsWith('.cc')).sort();
+
+    // `how`: -fsyntax-only compiles; -E only preprocesses, which is enough
+    // for the #error checks of src/frame/v8shims.h and takes far less time.
+    function compile(defines, how = '-fsyntax-only') {
+      return spawnSync('g++', [how, ...FLAGS, ...defines.map((d) => `-D${d}`), `-I${include}`,
+        ...SOURCES.map((f) => path.join(ROOT, 'src', 'frame', f))],
+      { encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'ignore', 'pipe'] });
     }
+
+    it('is every .cc file in src/frame, in binding.gyp as in scripts/prebuild.js', function () {
+      const gyp = fs.readFileSync(path.join(ROOT, 'binding.gyp'), 'utf8');
+      const listed = [...gyp.matchAll(/"src\/frame\/([^"]+\.cc)"/g)].map((m) => m[1]).sort();
+      assert.ok(SOURCES.length > 1, SOURCES.join());
+      assert.deepEqual(listed, SOURCES);
+    });
 
     it('compiles against this Node.js\'s headers as its config.gypi has V8 (no compression, no sandbox)', function () {
       const config = fs.readFileSync(path.join(include, 'config.gypi'), 'utf8');
@@ -173,10 +186,15 @@ describe('frame mode\'s companion (customlabels-v8)', function () {
       [['V8_ENABLE_DIRECT_HANDLE'], /#error "customlabels-v8: V8 with direct handles/],
       [['V8_ENABLE_DIRECT_LOCAL'], /#error "customlabels-v8: V8 with direct handles/],
     ]) {
-      it(`refuses to build with ${defines.join(' and ')}, saying why`, function () {
-        const r = compile(defines);
+      it(`refuses to build with ${defines.join(' and ')}, saying why, in every file`, function () {
+        const r = compile(defines, '-E');
         assert.notEqual(r.status, 0, 'it compiled');
         assert.match(r.stderr, message);
+        // Every file, built alone or with the others, reads the checks
+        // (through v8shims.h) before V8's headers.
+        for (const f of SOURCES) {
+          assert.ok(r.stderr.includes(`from ${path.join(ROOT, 'src', 'frame', f)}:`), `${f} does not refuse`);
+        }
       });
     }
   });

@@ -181,7 +181,7 @@ describe('frame mode (CUSTOMLABELS_PUBLISH=frame)', function () {
 
   it('sets written whole by the companion (put) and by JavaScript, mixed, over many chunks: the frame holds exactly getLabels() each time', function () {
     if (!frameRuns) needs.feature(this, 'frame mode', 'frame mode does not run on this Node (previous test says why)');
-    // put() (src/frame.cc) takes sets of up to six ASCII labels within the
+    // put() (src/frame/writer.cc) takes sets of up to six ASCII labels within the
     // limits and remembers, per label position, the key and value strings
     // it last wrote: a value that repeats is not written again, one that
     // keeps changing is compared one set in 32.  Each pattern here goes

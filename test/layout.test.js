@@ -1,10 +1,10 @@
 'use strict';
 // One description of the bytes readers read (lib/layout.js): src/layout.h,
 // which the C and C++ code build against, is what it gives; and frame
-// mode's two writers of a set, the companion's put() (src/frame.cc) and the
-// JavaScript writer (lib/setbytes.js through lib/frame/sets.js), write the
-// same Parca record, set, labels and strings for every shape of set, read
-// back from memory field by field.
+// mode's two writers of a set, the companion's put() (src/frame/writer.cc)
+// and the JavaScript writer (lib/setbytes.js through lib/frame/sets.js),
+// write the same Parca record, set, labels and strings for every shape of
+// set, read back from memory field by field.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');

@@ -9,7 +9,7 @@
 // across every async hop by itself, and the isolate's CPED slot holds the
 // current frame: a Map from each AsyncLocalStorage to its store.  Here the
 // store of a private AsyncLocalStorage (`storage`) is an object made by the
-// companion addon (customlabels-v8.node, src/frame.cc) whose internal field
+// companion addon (customlabels-v8.node, src/frame/) whose internal field
 // 0 points at a record that readers walking the frame find through the main
 // addon's thread-locals custom_labels_als_identity_hash and
 // custom_labels_als_handle (Parca Agent's).  Once the OpenTelemetry thread

@@ -308,14 +308,15 @@ function giveUp(p) {
 }
 
 // Writes a set of 1 to PUT_MAX labels, all ASCII and within the limits,
-// and no record, in one call into the companion (put(), src/frame.cc): the
-// whole set, its record and its store object.  Returns false for any other
-// set, having written nothing, for write() to write.  This is the set a
-// request makes, and the one call is what keeps it cheap: the same work in
-// JavaScript was code that V8 compiled again as it tiered up, and that
-// compiling, in its threads and the main one, was most of what a request
-// paid over AsyncLocalStorage alone.  The companion reads and writes the
-// chunk's offset in `cursor` (cursor[0]); `off` stays this file's.
+// and no record, in one call into the companion (put(),
+// src/frame/writer.cc): the whole set, its record and its store object.
+// Returns false for any other set, having written nothing, for write() to
+// write.  This is the set a request makes, and the one call is what keeps
+// it cheap: the same work in JavaScript was code that V8 compiled again as
+// it tiered up, and that compiling, in its threads and the main one, was
+// most of what a request paid over AsyncLocalStorage alone.  The companion
+// reads and writes the chunk's offset in `cursor` (cursor[0]); `off` stays
+// this file's.
 const PUT_MAX = 6;
 let cursor = null;
 

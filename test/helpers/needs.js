@@ -44,7 +44,7 @@ const TOOLS = {
     packages: ['gcc-x86-64-linux-gnu', 'libc6-dev-amd64-cross'],
     probe: CROSS_PROBE,
   },
-  // C++ cross compilers: frame mode's companion (src/frame.cc).
+  // C++ cross compilers: frame mode's companion (src/frame/).
   'aarch64-linux-gnu-g++': { group: 'C++ cross compiler for arm64', packages: ['g++-aarch64-linux-gnu'] },
   'x86_64-linux-gnu-g++': { group: 'C++ cross compiler for x64', packages: ['g++-x86-64-linux-gnu'] },
   'qemu-aarch64': { group: 'qemu-user', packages: ['qemu-user'] },
