@@ -3,7 +3,7 @@
 // outlive them.  lib/frame/sets.js writes sets into the current chunk and
 // hands it here when it takes no more (retire); this file watches each
 // retired chunk's store objects through the companion's weak handles
-// (src/frame.cc groups) and moves the sets still reachable after a
+// (src/frame/chunks.cc groups) and moves the sets still reachable after a
 // collection into a chunk of long-lived sets (tenure), so that one
 // long-lived set does not keep a whole chunk.  docs/design.md (Frame mode:
 // memory and lifetime).
