@@ -491,4 +491,4 @@ async function main() {
 
 if (require.main === module) main().catch((err) => { console.error(err.stack || err); process.exit(1); });
 
-module.exports = { summarize, report };
+module.exports = { summarize, report, requests };
