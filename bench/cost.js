@@ -19,6 +19,16 @@
 //   --variants a,b      (plain,baseline,floor-switch,labels; also frame, labels-tc,
 //                       method and register: customlabels/register against
 //                       withLabels({ method }) by hand)
+//   --values V          where the server's label values come from, alike in
+//                       every variant (http-server.js --values): `premade`
+//                       (default; strings made up front, bench/workload.js)
+//                       or `request`: each request carries a W3C
+//                       `traceparent` header with a trace id and span id
+//                       unique to it, an `x-user-id` header (a user of 1000)
+//                       and a URL of one of 20 routes, and the server makes
+//                       the labels from them (route from a table by URL,
+//                       user = the header, trace_id = the traceparent's
+//                       trace id): strings new to every request
 //   --help              this text; runs nothing
 // CPU-time rounds (what users see):
 //   --rounds N          rounds (40)
@@ -79,6 +89,27 @@ const { alternate, orderOf, median, paired } = require('./rounds');
 
 const CONNECTIONS = 50;
 const REQUEST = Buffer.from('GET /api/items/42 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 'latin1');
+
+// The requests the load generator sends: `premade`, the same request each
+// time; `request`, each request its own, with what http-server.js
+// --values request makes its labels from: a URL of one of 20 routes, a user
+// of 1000 (x-user-id) and a traceparent (W3C trace context, version 00,
+// sampled) whose trace id and span id no other request of this process
+// carries.
+function requests(values) {
+  if (values === 'premade') return () => REQUEST;
+  // A random half of every trace id, so that two runs share none either.
+  const prefix = require('node:crypto').randomBytes(8).toString('hex');
+  let i = 0;
+  return () => {
+    const k = i++;
+    const traceId = prefix + k.toString(16).padStart(16, '0');
+    const spanId = (Math.imul(k + 1, 0x9e3779b1) >>> 0).toString(16).padStart(8, '0') + (k >>> 0).toString(16).padStart(8, '0');
+    const user = `user-${100000 + ((k * 7) % 1000) * 7}`;
+    return Buffer.from(`GET /api/v1/resource${k % 20}/${1000 + (k % 9973)} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+      `traceparent: 00-${traceId}-${spanId}-01\r\nx-user-id: ${user}\r\n\r\n`, 'latin1');
+  };
+}
 const BODY = '{"ok":true}\n'; // what http-server.js answers, and only at a response's end
 
 // The CPU time of every thread of process `pid`, in ns (on-CPU time as the
@@ -96,7 +127,8 @@ function serverCpuNs(pid) {
 // CONNECTIONS keep-alive connections spread over `ports`, one request in flight at
 // most on each.  load(mode, seconds) sends requests until the time is up,
 // then waits for the answers, and returns how many were answered.
-async function openPool(ports) {
+async function openPool(ports, values) {
+  const nextRequest = requests(values);
   const conns = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => new Promise((resolve, reject) => {
     const sock = net.connect(ports[i % ports.length], '127.0.0.1', () => resolve(sock));
     sock.once('error', reject);
@@ -110,7 +142,7 @@ async function openPool(ports) {
   const send = (c) => {
     c.t0 = process.hrtime.bigint();
     inFlight++;
-    c.sock.write(REQUEST);
+    c.sock.write(nextRequest());
   };
   const pool = conns.map((sock) => {
     const c = { sock, tail: '', t0: 0n };
@@ -188,11 +220,11 @@ async function openPool(ports) {
 // A server process of `variant`, warmed up with --warmup s of saturated
 // load.  window(load, seconds, rate) measures one window; stop() ends it.
 async function startServer(node, variant, o) {
-  const child = spawn(node, ['http-server.js', variant, String(o.threads)], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(node, ['http-server.js', variant, String(o.threads), '--values', o.values], { cwd: __dirname, env: process.env, stdio: ['pipe', 'pipe', 'pipe'] });
   const stop = () => { child.stdin.end(); child.kill(); };
   try {
     const { ports, pid } = await firstJsonLine(child);
-    const pool = await openPool(ports);
+    const pool = await openPool(ports, o.values);
     await pool.load('saturated', o.warmup);
     const window = async (load, seconds, rate) => {
       const cpu0 = serverCpuNs(pid);
@@ -289,21 +321,22 @@ function report(results, o) {
 
 // The total instructions of one server of `variant` on `node`, with the
 // package at `root`, that answers `n` requests, under cachegrind.
-async function countInstructions(node, variant, n, root) {
+async function countInstructions(node, variant, n, root, values) {
   const os = require('node:os');
   const out = path.join(os.tmpdir(), `customlabels-cost-${process.pid}-${variant}-${n}-${Date.now()}.cg`);
   const proc = spawn('valgrind', ['--tool=cachegrind', '--cache-sim=no', `--cachegrind-out-file=${out}`,
-    node, path.join(__dirname, 'http-server.js'), variant],
+    node, path.join(__dirname, 'http-server.js'), variant, '0', '--values', values],
   { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, CUSTOMLABELS_ROOT: root } });
   const exited = new Promise((resolve) => proc.once('exit', resolve));
   try {
     const { ports } = await firstJsonLine(proc);
+    const nextRequest = requests(values);
     let left = n;
     await Promise.all(Array.from({ length: 10 }, () => new Promise((resolve, reject) => {
       const sock = net.connect(ports[0], '127.0.0.1');
       let tail = '';
       const send = () => {
-        if (left-- > 0) sock.write(REQUEST);
+        if (left-- > 0) sock.write(nextRequest());
         else { sock.end(); resolve(); }
       };
       sock.once('connect', send);
@@ -351,7 +384,7 @@ async function instructions(o) {
       base = `; baseline: ${o.baseline} = ${hash.slice(0, 12)}`;
     }
     console.log(`customlabels cost in instructions per request: ${new Date().toISOString()}; this checkout: ${checkoutCommit()}${base}; ` +
-      `(median of ${o.reps} totals for ${n2} - for ${n1}) / ${n2 - n1}, cachegrind --cache-sim=no`);
+      `(median of ${o.reps} totals for ${n2} - for ${n1}) / ${n2 - n1}, cachegrind --cache-sim=no; label values: ${o.values}`);
     for (const spec of o.nodes) {
       const node = resolveNode(spec);
       const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
@@ -361,7 +394,7 @@ async function instructions(o) {
           const totals = { [n1]: [], [n2]: [] };
           try {
             // The two counts alternate, so that a change in the machine meets both.
-            for (let r = 0; r < o.reps; r++) for (const n of [n1, n2]) totals[n].push(await countInstructions(node, v, n, pkg.root));
+            for (let r = 0; r < o.reps; r++) for (const n of [n1, n2]) totals[n].push(await countInstructions(node, v, n, pkg.root, o.values));
           } catch (err) {
             // frame on a Node without AsyncContextFrame: http-server.js says so.
             const why = /frame: the package publishes with \S+ on \S+/.exec(err.message);
@@ -389,18 +422,20 @@ async function instructions(o) {
 async function main() {
   const o = parseOptions(process.argv.slice(2), __filename,
     { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, threads: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null,
-      instructions: false, requests: [4000, 16000], reps: 3, baseline: null },
+      instructions: false, requests: [4000, 16000], reps: 3, baseline: null, values: 'premade' },
     {
       '--instructions': (x) => { x.instructions = true; },
       '--requests': (x, v) => { x.requests = v.split(',').map(Number); },
       '--reps': (x, v) => { x.reps = Number(v); },
       '--baseline': (x, v) => { x.baseline = v; },
+      '--values': (x, v) => { x.values = v; },
       '--node': (x, v) => x.nodes.push(v), '--rounds': (x, v) => { x.rounds = Number(v); },
       '--duration': (x, v) => { x.duration = Number(v); }, '--warmup': (x, v) => { x.warmup = Number(v); },
       '--fraction': (x, v) => { x.fraction = Number(v); }, '--rate': (x, v) => { x.rate = Number(v); },
       '--threads': (x, v) => { x.threads = Number(v); },
       '--variants': (x, v) => { x.variants = v.split(','); }, '--json': (x, v) => { x.json = path.resolve(v); },
     });
+  if (o.values !== 'premade' && o.values !== 'request') throw new Error('--values takes premade or request');
   if (o.baseline && !o.instructions) throw new Error('--baseline goes with --instructions');
   if (o.requests.length !== 2 || !(o.requests[1] > o.requests[0])) throw new Error('--requests takes N1,N2 with N2 > N1');
   if (o.nodes.length === 0) o.nodes = [process.execPath];
@@ -450,10 +485,10 @@ async function main() {
       }
     }
   }
-  console.log(`customlabels cost: ${started.toISOString()} to ${new Date().toISOString()}; ${require('node:os').cpus().length} CPUs (${require('node:os').cpus()[0].model})`);
+  console.log(`customlabels cost: ${started.toISOString()} to ${new Date().toISOString()}; label values: ${o.values}; ${require('node:os').cpus().length} CPUs (${require('node:os').cpus()[0].model})`);
   console.log(report(results, o));
 }
 
 if (require.main === module) main().catch((err) => { console.error(err.stack || err); process.exit(1); });
 
-module.exports = { summarize, report };
+module.exports = { summarize, report, requests };

@@ -1,9 +1,9 @@
 'use strict';
 // The server of bench/cost.js, the HTTP harness: `node bench/http-server.js VARIANT
-// [THREADS]`.  VARIANT is `labels` (the handler runs inside withLabels with
-// 3 labels), `labels-tc` (the same with enableThreadContext()), `method`
-// (withLabels({ method }) by hand), `register` (customlabels/register
-// loaded, the handler unlabelled), `frame`
+// [THREADS] [--values premade|request]`.  VARIANT is `labels` (the handler
+// runs inside withLabels with 3 labels), `labels-tc` (the same with
+// enableThreadContext()), `method` (withLabels({ method }) by hand),
+// `register` (customlabels/register loaded, the handler unlabelled), `frame`
 // (labels with CUSTOMLABELS_PUBLISH=frame), `baseline`
 // (inside AsyncLocalStorage.run with the same label object), `plain` (no
 // AsyncLocalStorage at all), `floor-read` (baseline + the hooks customlabels
@@ -13,6 +13,16 @@
 // from the main thread; THREADS = k starts k worker threads, each with its
 // own server on its own port (no port sharing, which Node 20 workers cannot
 // do), and the load generator loads every port.
+//
+// --values: where the 3 label values come from.  `premade` (default): a
+// route, a user and a trace id made up front (bench/workload.js), the same
+// strings again and again.  `request`: made from each request, as a service
+// makes them: `route` is the pattern a table gives for the URL's path
+// (`/api/v1/resource7/1234` -> `/api/v1/resource7/:id`), `user` is the
+// request's `x-user-id` header and `trace_id` the trace id of its W3C
+// `traceparent` header (`traceparent.slice(3, 35)`): strings new to every
+// request, which the load generator (cost.js --values request) sends with a
+// trace id and span id unique to each request.
 //
 // Prints one JSON line {"ports": [...]} when listening, and exits when its
 // stdin closes.  The handler: 3 labels from the request, then 3 awaits
@@ -28,7 +38,7 @@ const workload = require('./workload');
 // The customlabels package under test (default: this repository).
 const ROOT = process.env.CUSTOMLABELS_ROOT || path.join(__dirname, '..');
 
-function serve(variant) {
+function serve(variant, values) {
   let runIn;
   if (variant === 'plain') {
     runIn = (labels, fn) => fn(); // no AsyncLocalStorage at all
@@ -73,9 +83,13 @@ function serve(variant) {
   const { USERS } = workload;
   const FIXED_TRACES = fixed ? Array.from({ length: 1000 }, (_, i) => `trace-${String(i * 7919).padStart(12, '0')}`) : null;
   const next = workload.requests();
+  // --values request: the route table, from a URL's path less its last
+  // segment (the id) to the route's pattern, as a router's match gives it.
+  const routeOf = new Map(workload.ROUTES.map((r) => [r.slice(0, r.lastIndexOf('/')), r]));
   const immediate = () => new Promise((resolve) => setImmediate(resolve));
   const resolved = Promise.resolve(1);
   const body = Buffer.from('{"ok":true}\n');
+  const notFound = Buffer.from('{"ok":false}\n');
   let n = 0;
 
   async function handle(req, res) {
@@ -89,7 +103,17 @@ function serve(variant) {
   const server = http.createServer((req, res) => {
     // The same label object in every variant: built the same way per request.
     let labels;
-    if (fixed) {
+    if (values === 'request') {
+      const url = req.url;
+      const route = routeOf.get(url.slice(0, url.lastIndexOf('/')));
+      const { traceparent } = req.headers;
+      if (route === undefined || typeof traceparent !== 'string' || traceparent.length !== 55) {
+        res.writeHead(404, { 'content-length': notFound.length });
+        res.end(notFound);
+        return;
+      }
+      labels = { route, user: req.headers['x-user-id'], trace_id: traceparent.slice(3, 35) };
+    } else if (fixed) {
       const i = n++;
       labels = { route: req.url, user: USERS[i % 1000], trace: FIXED_TRACES[i % 1000] };
     } else {
@@ -102,7 +126,15 @@ function serve(variant) {
 }
 
 if (isMainThread) {
-  const [variant = 'labels', threadsArg = '0'] = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  let values = 'premade';
+  const at = args.indexOf('--values');
+  if (at !== -1) {
+    values = args[at + 1];
+    args.splice(at, 2);
+  }
+  if (values !== 'premade' && values !== 'request') throw new Error(`--values takes premade or request, not ${values}`);
+  const [variant = 'labels', threadsArg = '0'] = args;
   const threads = Number(threadsArg);
   // stdin keeps this process alive (the workers are unref'd) until it closes.
   process.stdin.resume();
@@ -111,10 +143,10 @@ if (isMainThread) {
   (async () => {
     let ports;
     if (threads === 0) {
-      ports = [await serve(variant)];
+      ports = [await serve(variant, values)];
     } else {
       ports = await Promise.all(Array.from({ length: threads }, () => new Promise((resolve, reject) => {
-        const w = new Worker(__filename, { workerData: { variant } });
+        const w = new Worker(__filename, { workerData: { variant, values } });
         w.once('message', resolve);
         w.once('error', reject);
         w.unref();
@@ -123,5 +155,5 @@ if (isMainThread) {
     console.log(JSON.stringify({ ports, pid: process.pid, node: process.version }));
   })().catch((err) => { console.error(err); process.exit(1); });
 } else {
-  serve(workerData.variant).then((port) => parentPort.postMessage(port));
+  serve(workerData.variant, workerData.values).then((port) => parentPort.postMessage(port));
 }
