@@ -39,23 +39,6 @@
 #include "layout.h"
 
 /*
- * The ABI's structs are what lib/layout.js says (src/layout.h is made from
- * it): the JavaScript writers put every field where these say.
- */
-_Static_assert(sizeof(void *) == CL_POINTER_BYTES, "lib/layout.js: pointer size");
-_Static_assert(sizeof(custom_labels_labelset_t) == CL_SET_BYTES &&
-                   offsetof(custom_labels_labelset_t, storage) == CL_SET_STORAGE &&
-                   offsetof(custom_labels_labelset_t, count) == CL_SET_COUNT &&
-                   offsetof(custom_labels_labelset_t, capacity) == CL_SET_CAPACITY,
-               "lib/layout.js: the set");
-_Static_assert(sizeof(custom_labels_label_t) == CL_LABEL_BYTES && offsetof(custom_labels_label_t, key) == CL_LABEL_KEY &&
-                   offsetof(custom_labels_label_t, value) == CL_LABEL_VALUE,
-               "lib/layout.js: the label");
-_Static_assert(sizeof(custom_labels_string_t) == CL_STRING_BYTES && offsetof(custom_labels_string_t, len) == CL_STRING_LEN &&
-                   offsetof(custom_labels_string_t, buf) == CL_STRING_BUF,
-               "lib/layout.js: the string");
-
-/*
  * The one set of status codes of the C side: 0 or a negative code, and
  * cl__strerror() for the message a user reads (src/addon.c puts
  * "customlabels: " and what was being done in front of it).  The codes

@@ -7,25 +7,10 @@
 namespace cl_frame {
 
 // put() writes a set by copying custom_labels_labelset_t and
-// custom_labels_label_t (src/customlabels.h) into the chunk: they must be
-// the layout lib/setbytes.js writes from JavaScript (test/layout.test.js
-// compares the bytes of the two writers).
-static_assert(sizeof(void*) == CL_POINTER_BYTES, "lib/layout.js: pointer size");
-static_assert(sizeof(custom_labels_labelset_t) == CL_SET_BYTES &&
-                  offsetof(custom_labels_labelset_t, storage) == CL_SET_STORAGE &&
-                  offsetof(custom_labels_labelset_t, count) == CL_SET_COUNT &&
-                  offsetof(custom_labels_labelset_t, capacity) == CL_SET_CAPACITY,
-              "lib/layout.js: the set");
-static_assert(sizeof(custom_labels_label_t) == CL_LABEL_BYTES && offsetof(custom_labels_label_t, key) == CL_LABEL_KEY &&
-                  offsetof(custom_labels_label_t, value) == CL_LABEL_VALUE,
-              "lib/layout.js: the label");
-static_assert(sizeof(custom_labels_string_t) == CL_STRING_BYTES &&
-                  offsetof(custom_labels_string_t, len) == CL_STRING_LEN &&
-                  offsetof(custom_labels_string_t, buf) == CL_STRING_BUF,
-              "lib/layout.js: the string");
-// Sets and records are placed at multiples of CL_ALIGN in a chunk.
-static_assert(kRecord % CL_ALIGN == 0 && CL_SET_BYTES % CL_ALIGN == 0 && CL_LABEL_BYTES % CL_ALIGN == 0,
-              "lib/layout.js: blocks keep their alignment");
+// custom_labels_label_t (src/customlabels.h) into the chunk: src/layout.h
+// checks them against lib/layout.js, whose layout lib/setbytes.js writes
+// from JavaScript (test/layout.test.js compares the bytes of the two
+// writers).
 
 namespace {
 
