@@ -13,6 +13,7 @@
 //
 //   node bench/cost.js [--node 24 --node 26] [--rounds 40] [--variants baseline,labels,frame]
 //   node bench/cost.js --instructions [--node 24 --node 26] [--variants baseline,labels,frame] [--baseline REF]
+//   node bench/cost.js --compiles [--node 24 --node 26] [--variants labels,frame]
 // Options:
 //   --node PATH|MAJOR   Node binary for the servers (repeatable; a major is
 //                       this Node or .cache/node/<major>, as .ci/run installs)
@@ -44,7 +45,8 @@
 // Instructions (the measure for differences under a microsecond):
 //   --instructions      instead of CPU time: instructions per request under
 //                       valgrind's cachegrind (below)
-//   --requests N1,N2    the two counts (4000,16000)
+//   --requests N1,N2    the two counts (24000,40000: bench/README.md says
+//                       why the window starts there)
 //   --reps N            runs per count (3)
 //   --baseline REF      also count the package variants (labels, frame,
 //                       labels-tc) with the lib/ of git commit REF beside
@@ -52,10 +54,21 @@
 //                       into a temporary directory), and print this
 //                       checkout − REF: whether a change in lib/ moves what
 //                       a request pays
+//   --compiles          instead: one server per variant, not under
+//                       valgrind, with the same V8 flags and --trace-opt;
+//                       prints how many functions V8 compiled between
+//                       request N1 and N2, and which of them have a name
+//                       that the package's lib/ defines (Node has some of
+//                       the same names: get, set).  Where the package's
+//                       functions of the request path still compile there,
+//                       the window counts their tiering up
 //
 // --instructions counts what the machine's load does not move: each server
 // runs under `valgrind --tool=cachegrind --cache-sim=no` (all its threads,
-// GC and compiler included), answers N requests sent one at a time on each
+// GC and compiler included), with V8's --single-threaded --hash-seed=1
+// --random-seed=1 (the compilers and the GC run on the main thread, in the
+// same order in every run: two totals of one count differ by a few
+// million, not a hundred), answers N requests sent one at a time on each
 // of 10 keep-alive connections, and exits; per request = (total for N2 -
 // total for N1) / (N2 - N1), which leaves out starting Node and loading the
 // package, with the median total of `reps` runs for each count.  Prints per
@@ -319,37 +332,50 @@ function report(results, o) {
   return lines.join('\n');
 }
 
+// V8's flags for a server under --instructions: one thread runs the
+// compilers and the GC where it would hand them to others, and hashes and
+// random numbers start from the same seeds, so that two runs of one count
+// do the same work in the same order, as bench/instructions.js runs its
+// children.  (Cachegrind counts every thread either way.)
+const STEADY_FLAGS = ['--single-threaded', '--hash-seed=1', '--random-seed=1'];
+
+// Sends `n` requests from nextRequest() to the server at `port`, one at a
+// time on each of 10 keep-alive connections, and resolves when all are
+// answered.
+async function oneAtATime(port, n, nextRequest) {
+  let left = n;
+  await Promise.all(Array.from({ length: 10 }, () => new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let tail = '';
+    const send = () => {
+      if (left-- > 0) sock.write(nextRequest());
+      else { sock.end(); resolve(); }
+    };
+    sock.once('connect', send);
+    sock.once('error', reject);
+    sock.on('data', (chunk) => {
+      tail += chunk;
+      let i;
+      while ((i = tail.indexOf(BODY)) >= 0) {
+        tail = tail.slice(i + BODY.length);
+        send();
+      }
+    });
+  })));
+}
+
 // The total instructions of one server of `variant` on `node`, with the
 // package at `root`, that answers `n` requests, under cachegrind.
 async function countInstructions(node, variant, n, root, values) {
   const os = require('node:os');
   const out = path.join(os.tmpdir(), `customlabels-cost-${process.pid}-${variant}-${n}-${Date.now()}.cg`);
   const proc = spawn('valgrind', ['--tool=cachegrind', '--cache-sim=no', `--cachegrind-out-file=${out}`,
-    node, path.join(__dirname, 'http-server.js'), variant, '0', '--values', values],
+    node, ...STEADY_FLAGS, path.join(__dirname, 'http-server.js'), variant, '0', '--values', values],
   { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, CUSTOMLABELS_ROOT: root } });
   const exited = new Promise((resolve) => proc.once('exit', resolve));
   try {
     const { ports } = await firstJsonLine(proc);
-    const nextRequest = requests(values);
-    let left = n;
-    await Promise.all(Array.from({ length: 10 }, () => new Promise((resolve, reject) => {
-      const sock = net.connect(ports[0], '127.0.0.1');
-      let tail = '';
-      const send = () => {
-        if (left-- > 0) sock.write(nextRequest());
-        else { sock.end(); resolve(); }
-      };
-      sock.once('connect', send);
-      sock.once('error', reject);
-      sock.on('data', (chunk) => {
-        tail += chunk;
-        let i;
-        while ((i = tail.indexOf(BODY)) >= 0) {
-          tail = tail.slice(i + BODY.length);
-          send();
-        }
-      });
-    })));
+    await oneAtATime(ports[0], n, requests(values));
   } catch (err) {
     proc.stdin.end();
     proc.kill();
@@ -419,12 +445,76 @@ async function instructions(o) {
   }
 }
 
+// --compiles: what V8's compilers compile in the window that
+// --instructions counts, one server per variant (not under valgrind, with
+// --trace-opt).  A function of the package compiled there is a cost of
+// tiering up, not of a request: the window should start after the last.
+async function compiles(o) {
+  const [n1, n2] = o.requests;
+  const ours = packageFunctionNames();
+  console.log(`customlabels: functions V8 compiled between request ${n1} and ${n2} (--trace-opt; Maglev and TurboFan); label values: ${o.values}`);
+  for (const spec of o.nodes) {
+    const node = resolveNode(spec);
+    const version = require('node:child_process').execFileSync(node, ['--version']).toString().trim();
+    for (const v of o.variants) {
+      const proc = spawn(node, [...STEADY_FLAGS, '--trace-opt', path.join(__dirname, 'http-server.js'), v, '0', '--values', o.values],
+        { stdio: ['pipe', 'pipe', 'pipe'], env: process.env });
+      let out = '';
+      let err = '';
+      const ready = new Promise((resolve, reject) => {
+        proc.stdout.on('data', (d) => {
+          out += d;
+          const m = /^\{"ports".*$/m.exec(out);
+          if (m) resolve(JSON.parse(m[0]));
+        });
+        proc.stderr.on('data', (d) => { err += d; });
+        proc.once('exit', (code) => reject(new Error(`${v} on ${version} exited ${code}: ${err.trim().slice(-2000)}`)));
+      });
+      const exited = new Promise((resolve) => proc.once('exit', resolve));
+      try {
+        const { ports } = await ready;
+        const next = requests(o.values);
+        await oneAtATime(ports[0], n1, next);
+        const mark = out.length;
+        await oneAtATime(ports[0], n2 - n1, next);
+        const names = [...out.slice(mark).matchAll(/\[completed (?:compiling|optimizing) \S+ <JSFunction (\S+)/g)].map((m) => m[1]);
+        const own = names.filter((name) => ours.has(name));
+        console.log(`${version} ${v.padEnd(12)} ${String(names.length).padStart(4)} compiled; the package's names among them: ${own.length ? own.join(' ') : 'none'}`);
+      } finally {
+        proc.stdin.end();
+        await exited;
+      }
+    }
+  }
+}
+
+// The names of the functions and methods defined in the package's lib/
+// (a name that Node also uses counts too: the list is an upper bound).
+function packageFunctionNames() {
+  const names = new Set();
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.js')) {
+        const text = fs.readFileSync(p, 'utf8');
+        for (const m of text.matchAll(/^\s*(?:async\s+)?(?:function\s*\*?\s*)?([A-Za-z_$][\w$]*)\s*\([^)]*\)\s*\{/gm)) names.add(m[1]);
+        for (const m of text.matchAll(/(?:const|let)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:function|\([^)]*\)\s*=>)/g)) names.add(m[1]);
+      }
+    }
+  };
+  walk(path.join(process.env.CUSTOMLABELS_ROOT || ROOT, 'lib'));
+  for (const keyword of ['if', 'for', 'while', 'switch', 'catch', 'return']) names.delete(keyword);
+  return names;
+}
+
 async function main() {
   const o = parseOptions(process.argv.slice(2), __filename,
     { nodes: [], rounds: 40, duration: 1, warmup: 2, fraction: 0.4, rate: 0, threads: 0, variants: ['plain', 'baseline', 'floor-switch', 'labels'], json: null,
-      instructions: false, requests: [4000, 16000], reps: 3, baseline: null, values: 'premade' },
+      instructions: false, compiles: false, requests: [24000, 40000], reps: 3, baseline: null, values: 'premade' },
     {
       '--instructions': (x) => { x.instructions = true; },
+      '--compiles': (x) => { x.compiles = true; },
       '--requests': (x, v) => { x.requests = v.split(',').map(Number); },
       '--reps': (x, v) => { x.reps = Number(v); },
       '--baseline': (x, v) => { x.baseline = v; },
@@ -439,6 +529,7 @@ async function main() {
   if (o.baseline && !o.instructions) throw new Error('--baseline goes with --instructions');
   if (o.requests.length !== 2 || !(o.requests[1] > o.requests[0])) throw new Error('--requests takes N1,N2 with N2 > N1');
   if (o.nodes.length === 0) o.nodes = [process.execPath];
+  if (o.compiles) return compiles(o);
   if (o.instructions) return instructions(o);
   const started = new Date();
   const results = [];
