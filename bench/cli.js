@@ -77,18 +77,19 @@ function checkoutCommit() {
   return dirty ? `${head} with changes in lib/` : head;
 }
 
-// The first line a child prints on stdout, parsed as JSON (a server says
-// where it listens that way); rejects with the end of its stderr if it
+// The first line a child prints on stdout that is a JSON object, parsed (a
+// server says where it listens that way); rejects with the end of its stderr if it
 // exits first.  The child's stdout and stderr must be pipes.
 function firstJsonLine(proc) {
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
     proc.stderr.on('data', (d) => { err += d; });
+    // Lines before it that are not JSON (V8's --trace-opt) are passed over.
     proc.stdout.on('data', (d) => {
       out += d;
-      const nl = out.indexOf('\n');
-      if (nl !== -1) resolve(JSON.parse(out.slice(0, nl)));
+      const m = /^\{.*$/m.exec(out);
+      if (m && m.index + m[0].length < out.length) resolve(JSON.parse(m[0]));
     });
     proc.on('exit', (code) => reject(new Error(`child exited ${code}: ${err.trim().slice(-2000)}`)));
   });

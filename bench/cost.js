@@ -460,19 +460,10 @@ async function compiles(o) {
       const proc = spawn(node, [...STEADY_FLAGS, '--trace-opt', path.join(__dirname, 'http-server.js'), v, '0', '--values', o.values],
         { stdio: ['pipe', 'pipe', 'pipe'], env: process.env });
       let out = '';
-      let err = '';
-      const ready = new Promise((resolve, reject) => {
-        proc.stdout.on('data', (d) => {
-          out += d;
-          const m = /^\{"ports".*$/m.exec(out);
-          if (m) resolve(JSON.parse(m[0]));
-        });
-        proc.stderr.on('data', (d) => { err += d; });
-        proc.once('exit', (code) => reject(new Error(`${v} on ${version} exited ${code}: ${err.trim().slice(-2000)}`)));
-      });
+      proc.stdout.on('data', (d) => { out += d; });
       const exited = new Promise((resolve) => proc.once('exit', resolve));
       try {
-        const { ports } = await ready;
+        const { ports } = await firstJsonLine(proc);
         const next = requests(o.values);
         await oneAtATime(ports[0], n1, next);
         const mark = out.length;
